@@ -1,0 +1,179 @@
+"""Command line: ``python -m ccviz run|policies``.
+
+Every user mistake ends with one line on stderr and a non-zero exit, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+from .errors import CcvizError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, not usage + message
+        raise CcvizError(message)
+
+
+def _frozen(value: str) -> int | str:
+    if value == "auto":
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--frozen takes a whole number or 'auto', got {value!r}") from None
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m ccviz", description="KV-cache eviction laboratory")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    run = sub.add_parser("run", help="generate under a managed cache and print a summary")
+    source = run.add_mutually_exclusive_group(required=True)
+    source.add_argument("--prompt", help="the prompt text")
+    source.add_argument("--prompt-file", type=Path, help="read the prompt from a UTF-8 text file")
+    run.add_argument("--policy", required=True, help="eviction policy (see `python -m ccviz policies`)")
+    run.add_argument("--cache-size", type=int, required=True, metavar="J", help="entries kept at each refresh")
+    run.add_argument("--chunk-size", type=int, metavar="H", help="refresh every H tokens (default J/4)")
+    run.add_argument("--frozen", type=_frozen, default="auto", metavar="N|auto", help="never-evicted prefix")
+    run.add_argument("--recent", type=int, metavar="N", help="trailing entries always kept (default: policy's)")
+    run.add_argument("--max-new-tokens", type=int, default=128, metavar="N")
+    run.add_argument("--raw", action="store_true", help="no chat template: the prompt is used as it is")
+    run.add_argument("--model", help="local checkpoint folder (default: embedded SmolLM2-135M-Instruct)")
+    run.add_argument("--device", default="cpu", choices=("cpu", "cuda", "auto"))
+    run.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16"))
+    run.add_argument("--seed", type=int, help="seed for sampling")
+    run.add_argument("--sample", action="store_true", help="sample instead of greedy decoding")
+    run.add_argument("--temperature", type=float, default=1.0)
+    run.add_argument("--top-p", type=float, default=1.0)
+    run.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="policy option (repeatable)")
+    run.add_argument("--out", type=Path, help="save the trace as JSON")
+
+    sub.add_parser("policies", help="list the eviction policies")
+    return parser
+
+
+def _read_prompt(args: argparse.Namespace) -> str:
+    if args.prompt is not None:
+        return args.prompt
+    try:
+        return args.prompt_file.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise CcvizError(f"{args.prompt_file} is not UTF-8 text") from None
+    except OSError as err:
+        raise CcvizError(f"cannot read {args.prompt_file}: {err.strerror or err}") from None
+
+
+def _parse_options(pairs: list[str]) -> dict[str, object]:
+    options: dict[str, object] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise CcvizError(f"--option takes KEY=VALUE, got {pair!r}")
+        options[key] = _literal(raw)
+    return options
+
+
+def _literal(raw: str) -> object:
+    lowered = raw.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    for cast in (int, float):
+        try:
+            return cast(raw)
+        except ValueError:
+            pass
+    return raw
+
+
+class _ProgressBar:
+    """A one-line progress bar on stderr, drawn only for a terminal and at most 10 times a second."""
+
+    def __init__(self) -> None:
+        self.enabled = sys.stderr.isatty()
+        self.last = 0.0
+
+    def __call__(self, refreshes: int, processed: int, total: int) -> None:
+        now = time.monotonic()
+        if not self.enabled or now - self.last < 0.1:
+            return
+        self.last = now
+        width = 30
+        filled = int(width * processed / max(total, 1))
+        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {processed}/{total} tokens, {refreshes} refreshes")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\r" + " " * 70 + "\r")
+
+
+def _summary(trace) -> str:
+    t = trace.timings
+    kept = len(trace.cycles[-1].kept) if trace.cycles else len(trace.tokens)
+    lines = [
+        f"policy {trace.config['policy']}  J={trace.config['cache_size']}  h={trace.config['chunk_size']}  "
+        f"frozen={trace.config['frozen']}  recent={trace.config['recent']}",
+        f"prompt {trace.prompt_length} tokens, generated {len(trace.tokens) - trace.prompt_length} ({trace.stop_reason})",
+        f"refreshes {len(trace.cycles)}, final cache {kept} entries, peak {trace.peak_cache_length}",
+        f"time: prefill {t['prefill_seconds']:.2f} s, decode {t['decode_seconds']:.2f} s, "
+        f"refresh {t['refresh_seconds']:.2f} s, total {t['total_seconds']:.2f} s",
+    ]
+    return "\n".join(lines)
+
+
+def _cmd_policies() -> None:
+    from .policies import POLICIES
+
+    width = max(len(name) for name in POLICIES)
+    for name, cls in POLICIES.items():
+        print(f"{name:<{width}}  {cls.summary}")
+
+
+def _cmd_run(args: argparse.Namespace) -> None:
+    from .engine import generate
+    from .models import load_model
+    from .policies import make_policy
+
+    prompt = _read_prompt(args)
+    policy = make_policy(args.policy, **_parse_options(args.option))  # fail fast, before loading the model
+    lm = load_model(args.model, device=args.device, dtype=args.dtype)
+    bar = _ProgressBar()
+    try:
+        trace = generate(
+            lm, prompt, policy=policy, cache_size=args.cache_size, chunk_size=args.chunk_size,
+            frozen=args.frozen, recent=args.recent, max_new_tokens=args.max_new_tokens, chat=not args.raw,
+            seed=args.seed, do_sample=args.sample, temperature=args.temperature, top_p=args.top_p,
+            progress=bar,
+        )
+    finally:
+        bar.close()
+    print(trace.output_text)
+    print("---")
+    print(_summary(trace))
+    if args.out is not None:
+        try:
+            trace.save(args.out)
+        except OSError as err:
+            raise CcvizError(f"cannot write {args.out}: {err.strerror or err}") from None
+        print(f"trace saved to {args.out}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = _parser().parse_args(argv)
+        if args.command == "policies":
+            _cmd_policies()
+        else:
+            _cmd_run(args)
+    except CcvizError as err:
+        print(f"ccviz: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("ccviz: interrupted", file=sys.stderr)
+        return 130
+    return 0

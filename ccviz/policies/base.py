@@ -1,0 +1,59 @@
+"""The policy interface: one score per candidate, higher = keep.
+
+The engine owns everything else (which entries are candidates, the frozen prefix, the recent window,
+top-k and gathering), so a policy is a small dataclass with one scoring method, as in kvpress.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar
+
+import torch
+
+from ..cache import CacheState
+
+
+@dataclass
+class Policy:
+    """Base class. Subclasses set ``name``, ``summary`` and ``signal`` and implement :meth:`score`.
+
+    Dataclass fields are the policy's options: they are validated, shown in the CLI and the app, and
+    recorded in the trace config.
+    """
+
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    signal: ClassVar[str | None] = None  # name of the score in the trace; None: the policy never scores
+    evicts: ClassVar[bool] = True
+    needs_hidden: ClassVar[bool] = False  # store H^(L-1) next to the cache
+    sinks: ClassVar[int] = 0  # leading tokens that are always frozen, whatever ``frozen`` says
+
+    def default_recent(self, cache_size: int) -> int:
+        """Trailing entries always kept when the user does not say (0 for most policies)."""
+        return 0
+
+    def score(self, model: torch.nn.Module, state: CacheState) -> torch.Tensor:
+        """Return one float32 score per candidate (cache entries after the frozen prefix)."""
+        raise NotImplementedError
+
+    def options(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def select_survivors(scores: torch.Tensor, cache_size: int, recent: int) -> torch.Tensor:
+    """Indices (into the candidates, ascending) of the entries that survive a refresh.
+
+    The last ``recent`` candidates always survive; the other ``cache_size - recent`` places go to the
+    best scores. Ties go to the more recent entry, so results never depend on sort internals.
+    """
+    n = scores.numel()
+    if n <= cache_size:
+        return torch.arange(n)
+    recent = min(recent, cache_size)
+    head = n - recent
+    # Stable sort of the reversed head: among equal scores the later position comes first.
+    order = torch.argsort(scores[:head].flip(0), descending=True, stable=True)
+    chosen = head - 1 - order[: cache_size - recent]
+    survivors = torch.cat([chosen, torch.arange(head, n)])
+    return torch.sort(survivors).values

@@ -1,0 +1,220 @@
+"""The trace of one run: what was processed, and what survived each cache refresh.
+
+A trace is plain data (no tensors) so the app, the CLI and other tools can read it without the model.
+It is saved as strict JSON: infinite scores are written as the strings ``"inf"`` / ``"-inf"`` because
+JSON has no literal for them, and are turned back into floats on load.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import CcvizError
+
+SCHEMA_VERSION = 1
+SOURCES = ("prompt", "generated")
+PHASES = ("prefill", "decode")
+STATUSES = ("complete", "cancelled", "error")
+
+
+@dataclass
+class TokenRecord:
+    """One processed (or generated) token: ``t`` is its original absolute position."""
+
+    t: int
+    id: int
+    text: str
+    source: str
+
+
+@dataclass
+class Cycle:
+    """One refresh: the candidates scored, every score signal, and the cache content afterwards.
+
+    ``kept`` lists every surviving timestep in position order, frozen entries included, so it is
+    exactly the cache after the refresh; ``candidates`` excludes the frozen prefix.
+    """
+
+    index: int
+    step: int
+    phase: str
+    candidates: list[int]
+    kept: list[int]
+    scores: dict[str, list[float]]
+    seconds: float
+
+
+@dataclass
+class Trace:
+    config: dict[str, Any]
+    tokens: list[TokenRecord] = field(default_factory=list)
+    cycles: list[Cycle] = field(default_factory=list)
+    output_text: str = ""
+    timings: dict[str, float] = field(default_factory=dict)
+    peak_cache_length: int = 0
+    status: str = "complete"
+    stop_reason: str = ""
+    error: str | None = None
+    schema_version: int = SCHEMA_VERSION
+
+    # ----- derived views -------------------------------------------------------------------
+    def token_at(self, t: int) -> TokenRecord:
+        return self.tokens[t]
+
+    @property
+    def prompt_length(self) -> int:
+        return sum(1 for tok in self.tokens if tok.source == "prompt")
+
+    @property
+    def final_kept(self) -> list[int]:
+        """Timesteps in the cache at the end of the run (all processed tokens if nothing was evicted)."""
+        return self.cycles[-1].kept if self.cycles else [tok.t for tok in self.tokens]
+
+    # ----- serialisation -------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        for cycle in data["cycles"]:
+            cycle["scores"] = {name: [_encode_float(float(v)) for v in values] for name, values in cycle["scores"].items()}
+        return {"schema_version": data.pop("schema_version"), **data}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(self.to_json(), encoding="utf-8")
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> "Trace":
+        try:
+            data = json.loads(text, parse_constant=_reject_constant)
+        except (UnicodeDecodeError, ValueError) as err:
+            raise CcvizError(f"not a ccviz trace: invalid JSON ({err})") from None
+        return cls.from_dict(data)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Trace":
+        try:
+            raw = Path(path).read_bytes()
+        except OSError as err:
+            raise CcvizError(f"cannot read trace {str(path)!r}: {err.strerror or err}") from None
+        return cls.from_json(raw)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "Trace":
+        """Validate everything before building: a bad file fails here, never half-way through a figure."""
+        _expect(isinstance(data, dict), "the top level must be a JSON object")
+        version = data.get("schema_version")
+        _expect(
+            version == SCHEMA_VERSION,
+            f"schema_version is {version!r}, this ccviz reads version {SCHEMA_VERSION}",
+        )
+        for key in ("config", "tokens", "cycles", "output_text", "timings", "peak_cache_length", "status", "stop_reason"):
+            _expect(key in data, f"missing field {key!r}")
+        config = data["config"]
+        _expect(isinstance(config, dict), "'config' must be an object")
+        tokens = [_token(i, raw) for i, raw in enumerate(_list(data["tokens"], "tokens"))]
+        n_tokens = len(tokens)
+        cycles = [_cycle(i, raw, n_tokens) for i, raw in enumerate(_list(data["cycles"], "cycles"))]
+        timings = data["timings"]
+        _expect(isinstance(timings, dict), "'timings' must be an object")
+        for name, value in timings.items():
+            _expect(_is_number(value) and math.isfinite(value), f"timings.{name} must be a finite number")
+        _expect(isinstance(data["output_text"], str), "'output_text' must be a string")
+        _expect(_is_int(data["peak_cache_length"]) and data["peak_cache_length"] >= 0, "'peak_cache_length' must be a non-negative integer")
+        _expect(data["status"] in STATUSES, f"'status' must be one of {', '.join(STATUSES)}")
+        _expect(isinstance(data["stop_reason"], str), "'stop_reason' must be a string")
+        error = data.get("error")
+        _expect(error is None or isinstance(error, str), "'error' must be a string or null")
+        return cls(
+            config=config,
+            tokens=tokens,
+            cycles=cycles,
+            output_text=data["output_text"],
+            timings={k: float(v) for k, v in timings.items()},
+            peak_cache_length=data["peak_cache_length"],
+            status=data["status"],
+            stop_reason=data["stop_reason"],
+            error=error,
+        )
+
+
+# ----- helpers ---------------------------------------------------------------------------------
+def _encode_float(value: float) -> float | str:
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return value
+
+
+def _reject_constant(name: str) -> None:
+    raise ValueError(f"{name} is not allowed (write infinite scores as \"inf\")")
+
+
+def _expect(condition: bool, message: str) -> None:
+    if not condition:
+        raise CcvizError(f"not a valid ccviz trace: {message}")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _list(value: Any, where: str) -> list:
+    _expect(isinstance(value, list), f"{where!r} must be a list")
+    return value
+
+
+def _token(i: int, raw: Any) -> TokenRecord:
+    _expect(isinstance(raw, dict), f"tokens[{i}] must be an object")
+    for key in ("t", "id", "text", "source"):
+        _expect(key in raw, f"tokens[{i}] is missing {key!r}")
+    _expect(raw["t"] == i and _is_int(raw["t"]), f"tokens[{i}].t must be {i} (tokens are stored in position order)")
+    _expect(_is_int(raw["id"]) and raw["id"] >= 0, f"tokens[{i}].id must be a non-negative integer")
+    _expect(isinstance(raw["text"], str), f"tokens[{i}].text must be a string")
+    _expect(raw["source"] in SOURCES, f"tokens[{i}].source must be 'prompt' or 'generated'")
+    return TokenRecord(t=raw["t"], id=raw["id"], text=raw["text"], source=raw["source"])
+
+
+def _timesteps(value: Any, where: str, n_tokens: int) -> list[int]:
+    items = _list(value, where)
+    _expect(all(_is_int(t) and 0 <= t < n_tokens for t in items), f"{where} must hold timesteps between 0 and {n_tokens - 1}")
+    _expect(all(a < b for a, b in zip(items, items[1:])), f"{where} must be in increasing position order")
+    return items
+
+
+def _score(value: Any, where: str) -> float:
+    if value in ("inf", "-inf"):
+        return float(value)
+    _expect(_is_number(value) and math.isfinite(value), f"{where} must be a finite number, \"inf\" or \"-inf\"")
+    return float(value)
+
+
+def _cycle(i: int, raw: Any, n_tokens: int) -> Cycle:
+    where = f"cycles[{i}]"
+    _expect(isinstance(raw, dict), f"{where} must be an object")
+    for key in ("index", "step", "phase", "candidates", "kept", "scores", "seconds"):
+        _expect(key in raw, f"{where} is missing {key!r}")
+    _expect(raw["index"] == i and _is_int(raw["index"]), f"{where}.index must be {i}")
+    _expect(_is_int(raw["step"]) and 0 < raw["step"] <= n_tokens, f"{where}.step must be between 1 and {n_tokens}")
+    _expect(raw["phase"] in PHASES, f"{where}.phase must be 'prefill' or 'decode'")
+    candidates = _timesteps(raw["candidates"], f"{where}.candidates", n_tokens)
+    kept = _timesteps(raw["kept"], f"{where}.kept", n_tokens)
+    scores_raw = raw["scores"]
+    _expect(isinstance(scores_raw, dict), f"{where}.scores must be an object")
+    scores = {}
+    for name, values in scores_raw.items():
+        values = _list(values, f"{where}.scores.{name}")
+        _expect(len(values) == len(candidates), f"{where}.scores.{name} has {len(values)} values for {len(candidates)} candidates")
+        scores[name] = [_score(v, f"{where}.scores.{name}[{j}]") for j, v in enumerate(values)]
+    _expect(_is_number(raw["seconds"]) and math.isfinite(raw["seconds"]) and raw["seconds"] >= 0, f"{where}.seconds must be a non-negative number")
+    return Cycle(
+        index=raw["index"], step=raw["step"], phase=raw["phase"], candidates=candidates, kept=kept,
+        scores=scores, seconds=float(raw["seconds"]),
+    )

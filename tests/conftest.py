@@ -1,0 +1,27 @@
+import os
+
+import pytest
+import torch
+
+torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: long-running (excluded from the default run; use -m slow)")
+    config.addinivalue_line("markers", "browser: needs Debian's chromium and playwright")
+
+
+@pytest.fixture(scope="session")
+def smollm():
+    """The real embedded SmolLM2-135M-Instruct, loaded once for the whole session."""
+    from ccviz import load_model
+
+    return load_model()
+
+
+@pytest.fixture(scope="session")
+def tiny():
+    """A 2-layer random Llama with SmolLM2's tokenizer: for fast unit tests of the mechanics only."""
+    from ccviz import load_model
+
+    return load_model("tiny-random")

