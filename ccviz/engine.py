@@ -48,6 +48,7 @@ class _Settings:
     top_p: float
     seed: int | None
     prefill_step: int
+    stop_at_eos: bool
     config: dict[str, Any] = field(default_factory=dict)
 
 
@@ -180,7 +181,7 @@ class _Run:
         if stop_reason != "cancelled":
             generated.append(self._pick(logits))
             while True:
-                if generated[-1] in self.eos:
+                if self.s.stop_at_eos and generated[-1] in self.eos:
                     stop_reason = "eos"
                     break
                 if len(generated) >= self.s.max_new_tokens:
@@ -252,6 +253,7 @@ def _settings(lm: LoadedModel, n_prompt: int, template_prefix: int, **kw: Any) -
     if seed is not None:
         seed = _require_int("seed", seed, 0)
     prefill_step = chunk_size if kw["prefill_step"] is None else _require_int("prefill step", kw["prefill_step"], 1)
+    stop_at_eos = bool(kw.get("stop_at_eos", True))
     config = {
         "model": lm.name,
         "policy": policy.name,
@@ -266,11 +268,12 @@ def _settings(lm: LoadedModel, n_prompt: int, template_prefix: int, **kw: Any) -
         "temperature": temperature,
         "top_p": top_p,
         "seed": seed,
+        "stop_at_eos": stop_at_eos,
         "prompt_tokens": n_prompt,
         "ccviz_version": __version__,
     }
     return _Settings(
-        policy, cache_size, chunk_size, frozen, recent, max_new, do_sample, temperature, top_p, seed, prefill_step, config
+        policy, cache_size, chunk_size, frozen, recent, max_new, do_sample, temperature, top_p, seed, prefill_step, stop_at_eos, config
     )
 
 
@@ -297,6 +300,7 @@ def generate(
     top_p: float = 1.0,
     policy_options: dict[str, Any] | None = None,
     prefill_step: int | None = None,
+    stop_at_eos: bool = True,
     progress: ProgressCallback | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> Trace:
@@ -305,13 +309,15 @@ def generate(
     ``cache_size`` is J, ``chunk_size`` h (default J/4), ``frozen`` the never-evicted prefix ("auto":
     the chat template up to the user-turn header), ``recent`` the trailing entries always kept (default:
     the policy's). Greedy unless ``do_sample``. ``prefill_step`` caps tokens per prefill forward
-    (default h; 1 processes the prompt token by token, with identical results). ``should_stop`` is
+    (default h; 1 processes the prompt token by token, with identical results). ``stop_at_eos=False``
+    always generates ``max_new_tokens`` (benchmarks need fixed lengths). ``should_stop`` is
     polled between forward passes; a stopped run returns its partial trace with status "cancelled".
     """
     run = prepare_run(
         lm, prompt, policy=policy, cache_size=cache_size, chunk_size=chunk_size, frozen=frozen, recent=recent,
         max_new_tokens=max_new_tokens, chat=chat, seed=seed, do_sample=do_sample, temperature=temperature,
         top_p=top_p, policy_options=policy_options, prefill_step=prefill_step,
+        stop_at_eos=stop_at_eos,
     )
     try:
         return run.run(progress, should_stop)

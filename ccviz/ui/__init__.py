@@ -1,0 +1,1 @@
+"""Helpers shared by the Streamlit pages. Plain Python: no tensor maths here, only wiring."""
