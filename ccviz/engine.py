@@ -121,7 +121,7 @@ class _Run:
         candidates = state.pos[state.frozen :]
         scores: dict[str, list[float]] = {}
         if policy.evicts:
-            score = policy.score(self.model, state).to(torch.float32).cpu()
+            score = policy.score_candidates(self.model, state).to(torch.float32).cpu()
             if score.shape != candidates.shape:
                 raise RuntimeError(f"policy {policy.name!r} returned {tuple(score.shape)} scores for {candidates.numel()} candidates")
             if torch.isnan(score).any():

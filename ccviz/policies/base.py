@@ -16,7 +16,9 @@ from ..cache import CacheState
 
 @dataclass
 class Policy:
-    """Base class. Subclasses set ``name``, ``summary`` and ``signal`` and implement :meth:`score`.
+    """Base class. Subclasses set ``name``, ``summary`` and ``signal`` and implement :meth:`score_candidates`.
+
+    (The method is not called ``score`` because ``score`` is an option name of the counter-causal policies.)
 
     Dataclass fields are the policy's options: they are validated, shown in the CLI and the app, and
     recorded in the trace config.
@@ -33,7 +35,7 @@ class Policy:
         """Trailing entries always kept when the user does not say (0 for most policies)."""
         return 0
 
-    def score(self, model: torch.nn.Module, state: CacheState) -> torch.Tensor:
+    def score_candidates(self, model: torch.nn.Module, state: CacheState) -> torch.Tensor:
         """Return one float32 score per candidate (cache entries after the frozen prefix)."""
         raise NotImplementedError
 

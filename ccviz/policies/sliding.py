@@ -14,5 +14,5 @@ class Sliding(Policy):
     summary = "sliding window: keeps the most recent J tokens"
     signal = "recency"
 
-    def score(self, model: torch.nn.Module, state: CacheState) -> torch.Tensor:
+    def score_candidates(self, model: torch.nn.Module, state: CacheState) -> torch.Tensor:
         return state.pos[state.frozen :].to(torch.float32)
