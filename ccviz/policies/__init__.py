@@ -7,6 +7,7 @@ from typing import Any
 
 from ..errors import CcvizError
 from .base import Policy, select_survivors
+from .counter_causal import CounterCausal, CounterCausalFast
 from .full import Full
 from .sliding import Sliding
 from .streaming_llm import StreamingLLM
@@ -15,6 +16,8 @@ _CLASSES: tuple[type[Policy], ...] = (
     Full,
     Sliding,
     StreamingLLM,
+    CounterCausal,
+    CounterCausalFast,
 )
 POLICIES: dict[str, type[Policy]] = {cls.name: cls for cls in _CLASSES}
 

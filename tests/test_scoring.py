@@ -1,0 +1,224 @@
+"""Counter-causal surprise against a slow, explicit reference, and the properties of its mask."""
+
+import math
+
+import pytest
+import torch
+
+from ccviz import CcvizError, generate
+from ccviz.policies import select_survivors
+from ccviz.policies.counter_causal import smooth_scores
+from ccviz.scoring import causal_pass, counter_causal_surprise, surprise_from_cache
+
+TEXT = (
+    "Patient record 4471. Mrs. Okafor, 68, was admitted with chest pain. She is allergic to latex. "
+    "An ECG showed no acute changes and troponin was normal."
+)
+
+
+# ----- the explicit reference: per-layer, per-head, per-row loops, softmax written out ------------------
+def _rms(x, weight, eps):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+
+def _rope(x, pos, theta):
+    dim = x.shape[-1]
+    inv_freq = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
+    angles = pos.double()[:, None] * inv_freq[None]
+    cos, sin = torch.cat([angles.cos()] * 2, -1).float(), torch.cat([angles.sin()] * 2, -1).float()
+    rotated = torch.cat([-x[..., dim // 2 :], x[..., : dim // 2]], -1)
+    return x * cos[:, None] + rotated * sin[:, None]
+
+
+def _mlp(mlp, x):
+    return (torch.nn.functional.silu(x @ mlp.gate_proj.weight.T) * (x @ mlp.up_proj.weight.T)) @ mlp.down_proj.weight.T
+
+
+def reference_scores(model, kv, tok, pos, hidden, variant, min_gap):
+    """Return {score: tensor} for logit, logprob and contrast, computed the slow, obvious way."""
+    cfg = model.config
+    eps, theta = cfg.rms_norm_eps, cfg.rope_parameters["rope_theta"]
+    layers = model.model.layers
+    n_heads, n_kv, dim = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+    n = tok.numel()
+
+    def stream(visible):
+        if variant == "full":
+            x, first = model.model.embed_tokens.weight[tok].clone(), 0
+        else:
+            x, first = hidden.clone(), len(layers) - 1
+        for index in range(first, len(layers)):
+            layer = layers[index]
+            out = torch.zeros(n, n_heads, dim)
+            if visible:
+                q = (_rms(x, layer.input_layernorm.weight, eps) @ layer.self_attn.q_proj.weight.T).view(n, n_heads, dim)
+                q = _rope(q, pos, theta)
+                keys, values = kv[index][0][0], kv[index][1][0]
+                for head in range(n_heads):
+                    group = head // (n_heads // n_kv)
+                    logits = q[:, head] @ keys[group].T / math.sqrt(dim)
+                    for i in range(n):
+                        allowed = [j for j in range(n) if j > i + min_gap]
+                        if not allowed:
+                            continue
+                        row = logits[i, allowed]
+                        weights = torch.exp(row - row.max())
+                        weights = weights / weights.sum()
+                        out[i, head] = weights @ values[group, allowed]
+            x = x + out.reshape(n, -1) @ layer.self_attn.o_proj.weight.T
+            if variant != "fast":
+                x = x + _mlp(layer.mlp, _rms(x, layer.post_attention_layernorm.weight, eps))
+        logits = _rms(x, model.model.norm.weight, eps) @ model.lm_head.weight.T
+        return logits[torch.arange(n), tok], logits.logsumexp(-1)
+
+    true, normaliser = stream(True)
+    blind, _ = stream(False)
+    no_future = torch.arange(n) >= n - 1 - min_gap
+    result = {"logit": -true, "logprob": -(true - normaliser), "contrast": -(true - blind)}
+    for value in result.values():
+        value[no_future] = math.inf
+    return result
+
+
+def _assert_close(actual, expected, tol=1e-3):
+    assert torch.equal(torch.isinf(actual), torch.isinf(expected))
+    finite = torch.isfinite(expected)
+    diff = (actual[finite] - expected[finite]).abs().max().item()
+    assert diff < tol, f"max abs difference {diff}"
+
+
+def _check_against_reference(lm, ids, positions=None):
+    n = ids.shape[1]
+    pos = torch.arange(n) if positions is None else positions
+    kv, hidden = causal_pass(lm.model, ids, pos[None])
+    for variant in ("full", "fast", "fast_mlp"):
+        for min_gap in (0, 2):
+            expected = reference_scores(lm.model, kv, ids[0], pos, hidden, variant, min_gap)
+            for score, reference in expected.items():
+                actual = counter_causal_surprise(
+                    lm.model, ids, variant=variant, score=score, min_gap=min_gap, position_ids=pos[None]
+                )
+                assert actual.dtype == torch.float32 and actual.shape == (n,)
+                _assert_close(actual, reference)
+
+
+def test_matches_reference_tiny(tiny):
+    ids = torch.tensor([tiny.tokenizer(TEXT)["input_ids"]])
+    _check_against_reference(tiny, ids)
+
+
+def test_matches_reference_smollm(smollm):
+    ids = torch.tensor([smollm.tokenizer(TEXT)["input_ids"][:28]])
+    _check_against_reference(smollm, ids)
+
+
+def test_matches_reference_with_gapped_positions(tiny):
+    """After eviction positions are not contiguous: RoPE must use the original positions."""
+    ids = torch.tensor([tiny.tokenizer(TEXT)["input_ids"][:20]])
+    positions = torch.tensor([0, 1, 2, 3, 7, 8, 9, 15, 16, 20, 21, 22, 30, 31, 40, 41, 42, 50, 60, 61])
+    _check_against_reference(tiny, ids, positions)
+
+
+@pytest.mark.parametrize("variant", ["full", "fast", "fast_mlp"])
+@pytest.mark.parametrize("min_gap", [0, 2])
+def test_mask_is_counter_causal(smollm, variant, min_gap):
+    ids = torch.tensor([smollm.tokenizer(TEXT)["input_ids"][:24]])
+    n = ids.shape[1]
+    pos = torch.arange(n)
+    kv, hidden = causal_pass(smollm.model, ids, pos[None])
+    base = surprise_from_cache(smollm.model, kv, ids[0], pos, hidden, variant=variant, score="logit", min_gap=min_gap)
+    i = 10
+    generator = torch.Generator().manual_seed(0)
+
+    def perturbed(entries):
+        changed = []
+        for keys, values in kv:
+            keys, values = keys.clone(), values.clone()
+            keys[:, :, entries] += torch.randn(keys[:, :, entries].shape, generator=generator)
+            values[:, :, entries] += torch.randn(values[:, :, entries].shape, generator=generator)
+            changed.append((keys, values))
+        return surprise_from_cache(smollm.model, changed, ids[0], pos, hidden, variant=variant, score="logit", min_gap=min_gap)
+
+    assert perturbed(list(range(0, i + min_gap + 1)))[i] == base[i]  # the past and the hidden gap: no effect
+    assert abs(perturbed([i + min_gap + 1])[i] - base[i]) > 1e-4  # the first visible future entry matters
+
+
+@pytest.mark.parametrize("min_gap", [0, 1, 3])
+def test_last_entries_are_infinite_and_the_rest_finite(tiny, min_gap):
+    ids = torch.tensor([tiny.tokenizer(TEXT)["input_ids"][:16]])
+    s = counter_causal_surprise(tiny.model, ids, variant="full", score="contrast", min_gap=min_gap)
+    assert torch.isinf(s[-(min_gap + 1):]).all() and (s[-(min_gap + 1):] > 0).all()
+    assert torch.isfinite(s[: -(min_gap + 1)]).all()
+
+
+def test_bad_options_are_rejected(tiny):
+    ids = torch.tensor([[1, 2, 3]])
+    for kwargs, message in [
+        ({"variant": "slow"}, "unknown variant"),
+        ({"score": "prob"}, "unknown score"),
+        ({"min_gap": -1}, "min_gap"),
+    ]:
+        with pytest.raises(CcvizError, match=message):
+            counter_causal_surprise(tiny.model, ids, **kwargs)
+    with pytest.raises(CcvizError, match=r"shape \[1, n\]"):
+        counter_causal_surprise(tiny.model, torch.tensor([1, 2, 3]))
+
+
+def test_smoothing_averages_neighbours_and_keeps_inf():
+    scores = torch.tensor([1.0, 2.0, 6.0, 3.0, math.inf])
+    smoothed = smooth_scores(scores, 3)
+    expected = torch.tensor([1.5, 3.0, 11 / 3, 4.5, math.inf])
+    assert torch.allclose(smoothed[:4], expected[:4]) and smoothed[4] == math.inf
+    assert torch.equal(smooth_scores(scores, 1), scores)
+
+
+# ----- inside the engine ------------------------------------------------------------------------------
+LONG = (
+    "The observatory log for the night of the ninth records three events. At dusk the dome motor stalled "
+    "and was restarted by hand. Around midnight a bright meteor crossed the field of the main telescope, "
+    "spoiling two exposures. The serial number of the replacement camera, delivered that morning, is "
+    "KX-4471-B. Clouds rolled in before dawn and the session ended early. What is the camera's serial number?"
+)
+
+
+@pytest.mark.parametrize("policy", ["counter_causal", "counter_causal_fast"])
+@pytest.mark.parametrize("options", [{}, {"score": "contrast", "smooth": 3, "min_gap": 1}, {"score": "logprob", "recent": 4}])
+def test_engine_keeps_frozen_plus_top_surprise(tiny, policy, options):
+    J, h = 16, 4
+    trace = generate(tiny, LONG, policy=policy, policy_options=options, cache_size=J, chunk_size=h, max_new_tokens=12)
+    frozen, recent = trace.config["frozen"], trace.config["recent"]
+    assert recent == options.get("recent", 0)
+    assert trace.config["policy_options"]["score"] == options.get("score", "logit")
+    evicting = 0
+    for cycle in trace.cycles:
+        surprise = torch.tensor(cycle.scores["surprise"])
+        assert surprise.numel() == len(cycle.candidates)
+        if surprise.numel():
+            assert math.isinf(surprise[-1]) and torch.isfinite(surprise[: -1 - options.get("min_gap", 0)]).all()
+        survivors = select_survivors(surprise, J, recent)
+        expected = list(range(min(frozen, cycle.step))) + [cycle.candidates[i] for i in survivors.tolist()]
+        assert cycle.kept == expected
+        if len(cycle.candidates) > J:
+            evicting += 1
+            assert len(cycle.kept) == frozen + J
+            # the survivors are exactly the best scores (recent aside)
+            head = len(cycle.candidates) - recent
+            kept_scores = sorted(surprise[:head][[i for i in survivors.tolist() if i < head]].tolist(), reverse=True)
+            assert kept_scores == sorted(surprise[:head].tolist(), reverse=True)[: J - recent]
+    assert evicting >= 5
+
+
+def test_in_engine_surprise_equals_standalone_before_eviction(smollm):
+    """At the first refresh nothing was evicted yet: the engine's scores are those of the plain function."""
+    trace = generate(smollm, LONG, policy="counter_causal", cache_size=64, chunk_size=16, max_new_tokens=1, chat=False,
+                     frozen=3)
+    cycle = trace.cycles[0]
+    ids = torch.tensor([[tok.id for tok in trace.tokens[: cycle.step]]])
+    standalone = counter_causal_surprise(smollm.model, ids, variant="full")
+    _assert_close(torch.tensor(cycle.scores["surprise"]), standalone[3:])
+
+
+def test_ties_are_broken_towards_recent_entries():
+    scores = torch.tensor([1.0, 5.0, 1.0, 1.0, 5.0, 0.0])
+    assert select_survivors(scores, 3, 0).tolist() == [1, 3, 4]
+    assert select_survivors(scores, 3, 1).tolist() == [1, 4, 5]
