@@ -5,7 +5,9 @@ entries j > i + min_gap. Nothing is recomputed for the keys: the queries are new
 Every row is independent of the other rows (they read the cache, not each other), so the last
 ``min_gap + 1`` rows, which see nothing, simply get zero attention output and +inf surprise.
 
-Model modules (projections, norms, MLP) run in the model's dtype; attention and every score are float32.
+Precision: the residual stream, attention and every score are float32 whatever the model's dtype; each
+module (projections, norms, MLP) runs in the model's own dtype on a cast copy of its input, so a bf16
+checkpoint is never converted or modified.
 """
 
 from __future__ import annotations
@@ -57,11 +59,11 @@ def _counter_causal_attention(
     without an n x n mask; the first ``min_gap + 1`` reversed rows (the last entries) see nothing.
     """
     attn = layer.self_attn
-    n = x.shape[1]
-    out = torch.zeros(1, n, attn.o_proj.in_features, dtype=x.dtype, device=x.device)
+    n, dtype = x.shape[1], attn.o_proj.weight.dtype
+    out = torch.zeros(1, n, attn.o_proj.in_features, dtype=dtype, device=x.device)
     shift = None if min_gap is None else min_gap + 1
     if shift is not None and shift < n:
-        h = layer.input_layernorm(x)
+        h = layer.input_layernorm(x.to(dtype))
         q = attn.q_proj(h).view(1, n, -1, attn.head_dim)
         if hasattr(attn, "q_norm"):  # Qwen3
             q = attn.q_norm(q)
@@ -72,18 +74,18 @@ def _counter_causal_attention(
             enable_gqa=q.shape[1] != keys.shape[1],
         )
         # reversed row shift + a is entry n - 1 - shift - a: flip back and place rows 0 .. n - 1 - shift
-        out[:, : n - shift] = seen.flip(-2).transpose(1, 2).reshape(1, n - shift, -1).to(x.dtype)
-    return attn.o_proj(out)
+        out[:, : n - shift] = seen.flip(-2).transpose(1, 2).reshape(1, n - shift, -1).to(dtype)
+    return attn.o_proj(out).float()
 
 
 def _mlp_block(layer: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
-    return x + layer.mlp(layer.post_attention_layernorm(x))
+    return x + layer.mlp(layer.post_attention_layernorm(x.to(layer.mlp.down_proj.weight.dtype))).float()
 
 
 def _true_token_logits(model: torch.nn.Module, x: torch.Tensor, tok: torch.Tensor) -> torch.Tensor:
     """Logit of each row's own token: one dot product per row instead of a vocabulary projection."""
-    final = model.model.norm(x)[0].float()
     head = model.get_output_embeddings()
+    final = model.model.norm(x.to(head.weight.dtype))[0].float()
     logits = (final * head.weight[tok].float()).sum(-1)
     if getattr(head, "bias", None) is not None:
         logits = logits + head.bias[tok].float()
@@ -92,8 +94,8 @@ def _true_token_logits(model: torch.nn.Module, x: torch.Tensor, tok: torch.Tenso
 
 def _log_normaliser(model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     """log-sum-exp over the vocabulary of every row, in row chunks so memory stays bounded."""
-    final = model.model.norm(x)[0]
     head = model.get_output_embeddings()
+    final = model.model.norm(x.to(head.weight.dtype))[0]
     return torch.cat([head(rows).float().logsumexp(-1) for rows in final.split(_LOGSUMEXP_ROWS)])
 
 
@@ -112,11 +114,11 @@ def _residual_stream(
     """
     layers = decoder_layers(model)
     if variant == "full":
-        x, first = model.model.embed_tokens(tok)[None], 0
+        x, first = model.model.embed_tokens(tok)[None].float(), 0
     else:
         if hidden is None:
             raise ValueError("the fast variants need H^(L-1): run the causal pass with Capture(hidden=True)")
-        x, first = hidden[None], len(layers) - 1
+        x, first = hidden[None].float(), len(layers) - 1
     rope = model.model.rotary_emb(x, pos[None]) if min_gap is not None else None
     for index in range(first, len(layers)):
         layer = layers[index]

@@ -222,3 +222,19 @@ def test_ties_are_broken_towards_recent_entries():
     scores = torch.tensor([1.0, 5.0, 1.0, 1.0, 5.0, 0.0])
     assert select_survivors(scores, 3, 0).tolist() == [1, 3, 4]
     assert select_survivors(scores, 3, 1).tolist() == [1, 4, 5]
+
+
+def test_half_precision_model_scores_in_float32(tiny):
+    """A bf16 copy of the model gives float32 scores that rank tokens like the float32 model."""
+    import copy
+
+    half = copy.deepcopy(tiny.model).to(torch.bfloat16)
+    ids = torch.tensor([tiny.tokenizer(TEXT)["input_ids"][:24]])
+    for variant in ("full", "fast"):
+        exact = counter_causal_surprise(tiny.model, ids, variant=variant, score="logprob")[:-1]
+        approx = counter_causal_surprise(half, ids, variant=variant, score="logprob")
+        assert approx.dtype == torch.float32 and torch.isfinite(approx[:-1]).all()
+        approx = approx[:-1]
+        ranks = lambda v: v.argsort().argsort().float()  # noqa: E731
+        correlation = torch.corrcoef(torch.stack([ranks(exact), ranks(approx)]))[0, 1]
+        assert correlation > 0.9
