@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,8 @@ from typing import Any
 from .errors import CcvizError
 
 SCHEMA_VERSION = 1
+MAX_TRACE_BYTES = int(os.environ.get("CCVIZ_MAX_TRACE_MB", "64")) * 2**20
+"""Larger files are refused before parsing: a trace of a 8k-token run is a few MB."""
 SOURCES = ("prompt", "generated")
 PHASES = ("prefill", "decode")
 STATUSES = ("complete", "cancelled", "error")
@@ -89,16 +92,22 @@ class Trace:
 
     @classmethod
     def from_json(cls, text: str | bytes) -> "Trace":
+        _expect(len(text) <= MAX_TRACE_BYTES, f"the file is larger than {MAX_TRACE_BYTES // 2**20} MB (CCVIZ_MAX_TRACE_MB)")
         try:
             data = json.loads(text, parse_constant=_reject_constant)
         except (UnicodeDecodeError, ValueError) as err:
             raise CcvizError(f"not a ccviz trace: invalid JSON ({err})") from None
+        except RecursionError:
+            raise CcvizError("not a ccviz trace: JSON nested too deeply") from None
         return cls.from_dict(data)
 
     @classmethod
     def load(cls, path: str | Path) -> "Trace":
+        path = Path(path)
         try:
-            raw = Path(path).read_bytes()
+            size = path.stat().st_size
+            _expect(size <= MAX_TRACE_BYTES, f"the file is larger than {MAX_TRACE_BYTES // 2**20} MB (CCVIZ_MAX_TRACE_MB)")
+            raw = path.read_bytes()
         except OSError as err:
             raise CcvizError(f"cannot read trace {str(path)!r}: {err.strerror or err}") from None
         return cls.from_json(raw)
