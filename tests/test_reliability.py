@@ -1,0 +1,96 @@
+"""Reliability: determinism, concurrent runs on the shared model, hostile numbers and text."""
+
+import json
+import threading
+
+import pytest
+
+from ccviz import POLICIES, CcvizError, generate
+
+DOC = (
+    "Meeting notes, 14 March. Present: Ana, Bo, Chidi. The vendor contract renews on 1 June; Bo will ask for "
+    "a ten percent discount. The staging server moves to the new rack next week. Ana reported that the "
+    "backup job failed twice because the disk was full. The access code for the archive room is 7310. "
+    "Chidi will draft the hiring plan. Next meeting on 28 March. What is the archive room's access code?"
+)
+
+
+def _without_timings(trace) -> str:
+    data = json.loads(trace.to_json())
+    data["timings"] = {}
+    for cycle in data["cycles"]:
+        cycle["seconds"] = 0
+    return json.dumps(data)
+
+
+@pytest.mark.parametrize("policy", sorted(name for name in POLICIES if name != "full"))
+def test_same_config_and_seed_give_identical_traces(tiny, policy):
+    kwargs = dict(policy=policy, cache_size=16, chunk_size=4, max_new_tokens=10, do_sample=True, seed=7, top_p=0.9)
+    assert _without_timings(generate(tiny, DOC, **kwargs)) == _without_timings(generate(tiny, DOC, **kwargs))
+
+
+def test_concurrent_runs_match_runs_alone(smollm):
+    """Three runs on the one shared model at the same moment give what each gives alone."""
+    configs = [
+        dict(policy="sliding", cache_size=32),
+        dict(policy="counter_causal_fast", cache_size=24, policy_options={"score": "contrast"}),
+        dict(policy=next(p for p in ("h2o", "counter_causal") if p in POLICIES), cache_size=40),
+    ]
+    alone = [_without_timings(generate(smollm, DOC, max_new_tokens=8, **c)) for c in configs]
+    results: list = [None] * len(configs)
+    barrier = threading.Barrier(len(configs))
+
+    def work(i):
+        barrier.wait()
+        results[i] = _without_timings(generate(smollm, DOC, max_new_tokens=8, **configs[i]))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(configs))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=600)
+    assert results == alone
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(cache_size=-3), "cache size J must be at least 1"),
+        (dict(cache_size=2.5), "cache size J must be a whole number"),
+        (dict(cache_size="8"), "cache size J must be a whole number"),
+        (dict(cache_size=True), "cache size J must be a whole number"),
+        (dict(cache_size=8, chunk_size=-1), "chunk size h must be at least 1"),
+        (dict(cache_size=8, chunk_size=16), "must not exceed the cache size"),
+        (dict(cache_size=8, frozen=-1), "frozen must be at least 0"),
+        (dict(cache_size=8, frozen=10**6), "larger than the prompt"),
+        (dict(cache_size=8, frozen=1.5), "frozen must be a whole number"),
+        (dict(cache_size=8, recent=-2), "recent must be at least 0"),
+        (dict(cache_size=8, recent=9), "must not exceed the cache size"),
+        (dict(cache_size=8, max_new_tokens=0), "max new tokens must be at least 1"),
+        (dict(cache_size=8, max_new_tokens=10**9), "exceeds the model's"),
+        (dict(cache_size=8, policy_options={"min_gap": -1}), "min_gap"),
+        (dict(cache_size=8, policy_options={"min_gap": 0.5}), "min_gap"),
+        (dict(cache_size=8, policy_options={"smooth": -4}), "smooth"),
+        (dict(cache_size=8, policy_options={"colour": "red"}), "has no option 'colour'"),
+        (dict(cache_size=8, do_sample=True, temperature=0), "temperature"),
+        (dict(cache_size=8, do_sample=True, top_p=1.5), "top-p"),
+        (dict(cache_size=8, seed=-1), "seed must be at least 0"),
+    ],
+)
+def test_bad_numbers_get_clear_messages(tiny, kwargs, message):
+    with pytest.raises(CcvizError, match=message):
+        generate(tiny, DOC, policy="counter_causal_fast", **kwargs)
+
+
+@pytest.mark.parametrize("prompt", ["", "   \n\t ", None])
+def test_empty_prompts(tiny, prompt):
+    with pytest.raises(CcvizError, match="prompt is empty"):
+        generate(tiny, prompt, policy="sliding", cache_size=8)
+
+
+def test_control_characters_and_markup_pass_through_as_text(tiny):
+    text = "<script>alert('x')</script>\x00\x07\x1b[31m bold </b> &amp; \u202e reversed"
+    trace = generate(tiny, text, policy="sliding", cache_size=8, max_new_tokens=3)
+    prompt_text = "".join(tok.text for tok in trace.tokens if tok.source == "prompt")
+    assert "<script>alert('x')</script>" in prompt_text
+    assert json.loads(trace.to_json())["tokens"]  # still valid, strict JSON
