@@ -1,37 +1,206 @@
-"""The Streamlit app with the tiny random model through AppTest."""
+"""Every page of the Streamlit app through AppTest, with the tiny random model.
 
+A run happens in a background thread, so after clicking a button the test reruns the script until the
+page's job has ended (what the page's polling fragment does in a browser).
+"""
+
+import json
+import time
 from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from ccviz.ui.jobs import Job
+
 ROOT = Path(__file__).resolve().parents[1]
+DOC = (
+    "The lighthouse on Gull Rock was built in 1852. Its keeper, Ada Brenn, logged the weather every four hours. "
+    "The lens came from Paris. Supplies arrived by boat when the sea allowed. Who kept the light?"
+)
 
 
 @pytest.fixture
 def app(monkeypatch):
     monkeypatch.setenv("CCVIZ_MODEL", "tiny-random")
-    return AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.run()
+    assert not at.exception
+    return at
 
 
-def test_run_page_runs_a_policy(app):
-    app.run()
+def settle(at: AppTest, timeout: float = 120) -> AppTest:
+    """Rerun until no job of the session is running (a browser's polling fragment does this)."""
+    deadline = time.monotonic() + timeout
+    while any(isinstance(v, Job) and v.running for v in at.session_state.values()):
+        assert time.monotonic() < deadline, "the run did not finish"
+        time.sleep(0.05)
+    return at.run()
+
+
+def charts(at: AppTest):
+    return at.get("plotly_chart")
+
+
+def set_document(at: AppTest, text: str) -> None:
+    at.text_area(key="doc.text").set_value(text)
+
+
+def test_run_page_runs_a_policy_and_shows_the_retention_view(app):
+    set_document(app, DOC)
+    app.selectbox(key="run.policy").set_value("counter_causal_fast")
+    app.number_input(key="run.J").set_value(16)
+    app.number_input(key="run.h").set_value(4)
+    app.number_input(key="run.max_new").set_value(8)
+    settle(app.button(key="btn.run").click().run())
+    assert not app.exception and not app.error
+    spec = json.loads(charts(app)[0].proto.spec)
+    heat = spec["data"][0]
+    assert heat["type"] == "heatmap" and heat["customdata"]["shape"].count(",") == 2  # 3-D customdata
+    assert "counter_causal_fast" in app.markdown[0].value or any("counter_causal_fast" in m.value for m in app.markdown)
+    assert len(app.html) == 1 and "kept" in app.html[0].proto.body  # the refresh in context
+    assert app.slider(key="run.cycle").value == app.slider(key="run.cycle").max  # the last refresh first
+    # Switching the colouring reuses the finished trace: nothing runs again.
+    app.radio(key="run.colour").set_value("prompt / generated").run()
+    assert not any(isinstance(v, Job) and v.running for v in app.session_state.values())
+    assert json.loads(charts(app)[0].proto.spec)["layout"]["coloraxis"]["colorbar"]["ticktext"] == ["frozen", "prompt", "generated"]
+    # Re-running the same configuration comes from the cache at once.
+    done = app.session_state["done.run"]
+    app.button(key="btn.run").click().run()
+    assert app.session_state["done.run"].results[0] is done.results[0]
+
+
+@pytest.mark.parametrize(
+    "prepare, message",
+    [
+        (lambda at: set_document(at, "   "), "prompt is empty"),
+        (lambda at: at.number_input(key="run.h").set_value(500), "must not exceed the cache size"),
+        (lambda at: set_document(at, DOC * 40), "over this app's limit"),
+    ],
+)
+def test_run_page_reports_bad_input_before_running(app, monkeypatch, prepare, message):
+    monkeypatch.setenv("CCVIZ_MAX_TOKENS", "1000")
+    prepare(app)
+    app.button(key="btn.run").click().run()
     assert not app.exception
-    app.text_area[0].set_value("Tell me a story about a brave little mouse who lived in a library.")
-    app.number_input[0].set_value(8)
-    app.number_input[1].set_value(4)
-    app.number_input[2].set_value(12)
-    app.button[0].click().run()
-    assert not app.exception
-    assert not app.error
+    assert message in app.error[0].value
+    assert "job.run" not in app.session_state and "done.run" not in app.session_state
+    assert app.text_area(key="doc.text").value.strip() == app.session_state["doc.text"].strip()  # the input is kept
+
+
+def test_samples_and_uploads_fill_the_document(app):
+    app.selectbox(key="doc.sample").select_index(0).run()
+    assert "amoxicillin" in app.text_area(key="doc.text").value
+    app.file_uploader(key="up.doc").set_value(("notes.txt", "Pasted notes.".encode(), "text/plain")).run()
+    assert app.text_area(key="doc.text").value == "Pasted notes."
+    app.file_uploader(key="up.doc").set_value(("bad.txt", b"\xff\xfe\x00\x00", "text/plain")).run()
+    assert "not UTF-8" in app.error[0].value
+    assert app.text_area(key="doc.text").value == "Pasted notes."  # nothing the user had is lost
+
+
+def test_surprise_page_highlights_and_shows_what_survives(app):
+    app.switch_page("pages/surprise.py").run()
+    set_document(app, DOC)
+    app.number_input(key="sur.J").set_value(16)
+    app.number_input(key="sur.h").set_value(8)
+    settle(app.button(key="btn.surprise").click().run())
+    assert not app.exception and not app.error
+    signals = app.selectbox(key="surprise.signal").options
+    assert any("surprise (fast, logit" in s for s in signals)
+    assert any("attention received" in s for s in signals) and any("H2O accumulation" in s for s in signals)
+    assert any("during the counter_causal_fast run" in s for s in signals)
+    body = app.html[0].proto.body
+    assert body.count("<span") > 40 and "survived to the end" in body
+    app.button_group(key="surprise.mode").set_value("What survives").run()
+    assert "tokens survive" in app.html[0].proto.body
+    app.button_group(key="surprise.mode").set_value("Sentences").run()
+    assert "sentences" in app.html[0].proto.body and len(app.dataframe) == 1
+
+
+def test_surprise_page_reports_bad_input(app):
+    app.switch_page("pages/surprise.py").run()
+    set_document(app, "")
+    app.button(key="btn.surprise").click().run()
+    assert not app.exception and "prompt is empty" in app.error[0].value
+
+
+def test_compare_page_runs_policies_side_by_side(app):
+    app.switch_page("pages/compare.py").run()
+    set_document(app, DOC)
+    app.text_input(key="cmp.phrase").set_value("Ada Brenn")
+    app.number_input(key="cmp.J").set_value(16)
+    app.number_input(key="cmp.h").set_value(4)
+    app.number_input(key="cmp.max_new").set_value(6)
+    assert app.selectbox(key="cmp.p0").value == "sliding" and app.selectbox(key="cmp.p1").value == "counter_causal_fast"
+    settle(app.button(key="btn.compare").click().run())
+    assert not app.exception and not app.error
+    side_by_side, overlap = (json.loads(c.proto.spec) for c in charts(app))
+    assert [d["type"] for d in side_by_side["data"]] == ["heatmap", "heatmap"]
+    assert "Jaccard" in overlap["data"][0]["hovertemplate"]
+    assert sum("-badge[" in m.value for m in app.markdown) == 2  # whether "Ada Brenn" survived, per policy
     table = app.dataframe[0].value
-    assert len(table) > 3
-    assert all(n <= table["cache"].max() for n in table["cache"])
+    assert list(table["run"]) == ["A · sliding", "B · counter_causal_fast"] and (table["refreshes"] > 3).all()
 
 
-def test_run_page_reports_bad_input(app):
-    app.run()
-    app.text_area[0].set_value("   ")
-    app.button[0].click().run()
+def test_compare_page_reports_bad_input(app):
+    app.switch_page("pages/compare.py").run()
+    set_document(app, DOC)
+    app.selectbox(key="cmp.p1").set_value("snapkv").run()
+    app.number_input(key="cmp.p1.snapkv.kernel").set_value(4)
+    app.button(key="btn.compare").click().run()
+    assert not app.exception and "kernel must be an odd" in app.error[0].value
+
+
+def test_traces_page_downloads_runs_and_views_uploaded_traces(app, tiny):
+    from ccviz import generate
+
+    set_document(app, DOC)
+    app.number_input(key="run.J").set_value(16)
+    settle(app.button(key="btn.run").click().run())
+    app.switch_page("pages/traces.py").run()
+    assert not app.exception and len(app.get("download_button")) == 1
+
+    trace = generate(tiny, DOC, policy="sliding", cache_size=16, chunk_size=4, max_new_tokens=4)
+    app.file_uploader(key="up.traces").set_value([("run.json", trace.to_json().encode(), "application/json")]).run()
+    assert not app.exception and not app.error
+    assert charts(app) and "sliding" in app.markdown[0].value + "".join(m.value for m in app.markdown)
+    app.button_group(key="traces.view").set_value("Signals").run()
+    assert "recency" in app.selectbox(key="traces.signals.signal").value
+
+    bad = json.loads(trace.to_json())
+    bad["cycles"][0]["kept"] = [5, 1]
+    app.file_uploader(key="up.traces").set_value([
+        ("run.json", trace.to_json().encode(), "application/json"),
+        ("broken.json", json.dumps(bad).encode(), "application/json"),
+        ("notjson.json", b"{nope", "application/json"),
+    ]).run()
     assert not app.exception
-    assert "prompt is empty" in app.error[0].value
+    errors = [e.value for e in app.error]
+    assert any("broken.json" in e and "increasing position order" in e for e in errors)
+    assert any("notjson.json" in e and "invalid JSON" in e for e in errors)
+
+    bare = json.loads(trace.to_json())
+    bare["config"] = {"frozen": "?"}  # valid (config is free-form), but says almost nothing
+    app.file_uploader(key="up.traces").set_value([("bare.json", json.dumps(bare).encode(), "application/json")]).run()
+    app.button_group(key="traces.view").set_value("Retention").run()
+    assert not app.exception and not app.error and charts(app)
+
+    app.file_uploader(key="up.traces").set_value([("a.json", trace.to_json().encode(), "application/json")] * 2).run()
+    app.button_group(key="traces.view").set_value("Compare").run()
+    assert not app.exception and len(charts(app)) == 2
+
+
+
+WIDGET_OF_KIND = {"bool": "checkbox", "int": "number_input", "float": "number_input", "choice": "selectbox", "text": "text_input"}
+
+
+def test_every_registered_policy_gets_its_option_widgets(app):
+    from ccviz import POLICIES
+    from ccviz.ui.options import option_specs
+
+    for name in POLICIES:
+        app.selectbox(key="run.policy").set_value(name).run()
+        assert not app.exception, name
+        for spec in option_specs(name):
+            widgets = app.get(WIDGET_OF_KIND[spec.kind])
+            assert any(w.key == f"run.policy.{name}.{spec.name}" for w in widgets), (name, spec.name)

@@ -1,0 +1,113 @@
+"""Per-token facts derived from a trace (plain lists and NumPy), shared by every figure and view.
+
+Figures answer questions about tokens ("when was it evicted?", "what was its last score?"); these
+helpers compute each answer once, from the trace alone, so an uploaded trace shows exactly what a
+live run shows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..trace import Trace
+
+NEVER = -1  # eviction cycle of a token that was never evicted
+
+
+def frozen_count(trace: Trace) -> int:
+    """The run's frozen prefix length; 0 if the config lacks it (a hand-edited trace file)."""
+    value = trace.config.get("frozen")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def signals(trace: Trace) -> list[str]:
+    """Every score signal recorded in the trace, in order of first appearance."""
+    names: dict[str, None] = {}
+    for cycle in trace.cycles:
+        names.update(dict.fromkeys(cycle.scores))
+    return list(names)
+
+
+def eviction_cycles(trace: Trace) -> np.ndarray:
+    """For every token, the index of the refresh that evicted it, or ``NEVER``.
+
+    A token is evicted when it is a candidate of a refresh but not kept by it; it never comes back.
+    """
+    evicted_at = np.full(len(trace.tokens), NEVER, dtype=np.int32)
+    for cycle in trace.cycles:
+        gone = np.setdiff1d(np.asarray(cycle.candidates, dtype=np.int64), np.asarray(cycle.kept, dtype=np.int64))
+        fresh = gone[evicted_at[gone] == NEVER]
+        evicted_at[fresh] = cycle.index
+    return evicted_at
+
+
+def survived(trace: Trace) -> np.ndarray:
+    """Boolean per token: still in the cache at the end of the run (never evicted)."""
+    return eviction_cycles(trace) == NEVER
+
+
+def latest_scores(trace: Trace, signal: str) -> np.ndarray:
+    """For every token, the last value of ``signal`` it received (NaN if never scored).
+
+    For an evicted token that is the score that evicted it; for a survivor, its score at the last
+    refresh that saw it.
+    """
+    values = np.full(len(trace.tokens), np.nan, dtype=np.float64)
+    for cycle in trace.cycles:
+        scores = cycle.scores.get(signal)
+        if scores is not None:
+            values[np.asarray(cycle.candidates, dtype=np.int64)] = scores
+    return values
+
+
+def cycle_scores(trace: Trace, index: int, signal: str, timesteps: list[int]) -> np.ndarray:
+    """``signal`` at refresh ``index`` for each of ``timesteps`` (NaN for entries it did not score)."""
+    cycle = trace.cycles[index]
+    out = np.full(len(timesteps), np.nan, dtype=np.float64)
+    scores = cycle.scores.get(signal)
+    if scores is None or not cycle.candidates:
+        return out
+    candidates = np.asarray(cycle.candidates, dtype=np.int64)
+    wanted = np.asarray(timesteps, dtype=np.int64)
+    where = np.clip(np.searchsorted(candidates, wanted), 0, len(candidates) - 1)
+    found = candidates[where] == wanted
+    out[found] = np.asarray(scores, dtype=np.float64)[where[found]]
+    return out
+
+
+def robust_range(values: np.ndarray, low: float = 2.0, high: float = 98.0) -> tuple[float, float]:
+    """A colour range from percentiles of the finite values.
+
+    Attention sinks and the +inf surprise of the newest entries would otherwise wash out every other
+    colour.
+    """
+    finite = values[np.isfinite(values)]
+    if finite.size == 0:
+        return 0.0, 1.0
+    lo, hi = (float(v) for v in np.percentile(finite, [low, high]))
+    if hi <= lo:
+        lo, hi = float(finite.min()), float(finite.max())
+    if hi <= lo:
+        hi = lo + 1.0
+    return lo, hi
+
+
+def piece(text: str, limit: int | None = None) -> str:
+    """A token's text made visible for labels: newlines and tabs as symbols, optionally truncated."""
+    shown = text.replace("\n", "↵").replace("\t", "⇥")
+    if limit is not None and len(shown) > limit:
+        shown = shown[: limit - 1] + "…"
+    return shown
+
+
+def per_token(values: list[float] | np.ndarray, n_tokens: int) -> np.ndarray:
+    """``values`` for the first tokens of a trace (e.g. prompt-only signals), NaN for the rest."""
+    out = np.full(n_tokens, np.nan, dtype=np.float64)
+    values = np.asarray(values, dtype=np.float64)[:n_tokens]
+    out[: values.size] = values
+    return out
+
+
+def recorded_values(trace: Trace, suffix: str = "") -> dict[str, np.ndarray]:
+    """Every recorded signal as one value per token (its latest score), named ``signal + suffix``."""
+    return {f"{name}{suffix}": latest_scores(trace, name) for name in signals(trace)}

@@ -1,0 +1,190 @@
+"""The retention heatmap (the paper's Figure 4): one row per refresh, one column per surviving slot.
+
+Cells carry compact NumPy data (sent to the browser as base64 typed arrays): ``z`` for the colour and
+a 3-D float32 ``customdata`` (timestep, score) for the hover; only the token text travels as strings,
+truncated. Very long runs show every k-th refresh so the figure stays under ``MAX_CELLS`` (about
+2 MB of JSON), which keeps a 2,000-token document responsive in the browser.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from typing import Literal, Sequence, get_args
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from ..errors import CcvizError
+from ..trace import Trace
+from .data import cycle_scores, frozen_count, piece, robust_range, signals
+
+Colouring = Literal["timestep", "score", "source"]
+COLOURINGS: tuple[str, ...] = get_args(Colouring)
+MAX_CELLS = 60_000
+HOVER_CHARS = 14
+TIMESTEP_SCALE = "RdBu_r"  # diverging: blue = early, red = late
+SCORE_SCALE = "Viridis"
+SOURCE_LABELS = ("frozen", "prompt", "generated")
+SOURCE_SCALE = [
+    [0.0, "#9e9e9e"], [1 / 3, "#9e9e9e"],
+    [1 / 3, "#4c78a8"], [2 / 3, "#4c78a8"],
+    [2 / 3, "#e45756"], [1.0, "#e45756"],
+]
+HOVER = (
+    "refresh %{y}<br>"
+    "slot %{x}: t = %{customdata[0]}  “%{text}”<br>"
+    "score %{customdata[1]:.4g}<extra></extra>"
+)
+
+
+@dataclass
+class RetentionGrid:
+    """The heatmap's data: ``timesteps[r, c]`` is the token in slot c after refresh ``rows[r]`` (-1: empty)."""
+
+    rows: list[int]
+    timesteps: np.ndarray  # int32 [rows, cols]
+    z: np.ndarray  # float32 [rows, cols], NaN for empty slots
+    customdata: np.ndarray  # float32 [rows, cols, 2]: timestep, score
+    text: list[list[str]]
+    signal: str | None
+    stride: int
+
+
+def _row_stride(n_rows: int, n_cols: int, max_cells: int) -> int:
+    return max(1, -(-n_rows * n_cols // max_cells))
+
+
+def retention_grid(
+    trace: Trace, colour: Colouring = "timestep", signal: str | None = None, max_cells: int = MAX_CELLS
+) -> RetentionGrid:
+    """Build the cell matrices; ``signal`` (default: the first recorded) is shown in the hover and by
+    the "score" colouring."""
+    if colour not in COLOURINGS:
+        raise CcvizError(f"unknown colouring {colour!r}: use one of {', '.join(COLOURINGS)}")
+    recorded = signals(trace)
+    if signal is None:
+        signal = recorded[0] if recorded else None
+    elif signal not in recorded:
+        raise CcvizError(f"this trace has no signal {signal!r}: it records {', '.join(recorded) or 'none'}")
+    if colour == "score" and signal is None:
+        raise CcvizError("this policy records no scores: colour by timestep or by source instead")
+    n_cols = max((len(c.kept) for c in trace.cycles), default=0)
+    stride = _row_stride(len(trace.cycles), n_cols, max_cells)
+    rows = list(range(0, len(trace.cycles), stride))
+    if trace.cycles and rows[-1] != len(trace.cycles) - 1:
+        rows.append(len(trace.cycles) - 1)
+    frozen = frozen_count(trace)
+    source_code = np.array([1 if tok.source == "prompt" else 2 for tok in trace.tokens], dtype=np.float32)
+    source_code[:frozen] = 0
+    timesteps = np.full((len(rows), n_cols), -1, dtype=np.int32)
+    custom = np.full((len(rows), n_cols, 2), np.nan, dtype=np.float32)
+    text = [[""] * n_cols for _ in rows]
+    for r, index in enumerate(rows):
+        cycle = trace.cycles[index]
+        kept = cycle.kept
+        timesteps[r, : len(kept)] = kept
+        custom[r, : len(kept), 0] = kept
+        if signal is not None:
+            custom[r, : len(kept), 1] = cycle_scores(trace, index, signal, kept)
+        text[r][: len(kept)] = [html.escape(piece(trace.tokens[t].text, HOVER_CHARS)) for t in kept]
+    filled = timesteps >= 0
+    z = np.full(timesteps.shape, np.nan, dtype=np.float32)
+    if colour == "timestep":
+        z[filled] = timesteps[filled]
+    elif colour == "source":
+        z[filled] = source_code[timesteps[filled]]
+    else:
+        scores = custom[:, :, 1]
+        finite = scores[np.isfinite(scores)]
+        z = np.where(np.isfinite(scores), scores, np.nan).astype(np.float32)
+        if finite.size:  # +inf (no visible future: always kept) shows at the top of the scale, -inf at the bottom
+            z[np.isposinf(scores)] = finite.max()
+            z[np.isneginf(scores)] = finite.min()
+    return RetentionGrid(rows=rows, timesteps=timesteps, z=z, customdata=custom, text=text, signal=signal, stride=stride)
+
+
+def _heatmap_trace(grid: RetentionGrid) -> go.Heatmap:
+    return go.Heatmap(
+        z=grid.z,
+        x=np.arange(grid.z.shape[1], dtype=np.int32),
+        y=np.asarray(grid.rows, dtype=np.int32),
+        customdata=grid.customdata,
+        text=grid.text,
+        hovertemplate=HOVER,
+        hoverongaps=False,
+        coloraxis="coloraxis",
+    )
+
+
+def _colour_axis(colour: Colouring, grid: RetentionGrid, zrange: tuple[float, float] | None) -> dict:
+    if colour == "timestep":
+        lo, hi = zrange if zrange is not None else (0.0, float(max(grid.timesteps.max(initial=0), 1)))
+        return dict(colorscale=TIMESTEP_SCALE, cmin=lo, cmax=hi, cmid=(lo + hi) / 2, colorbar=dict(title="timestep"))
+    if colour == "source":
+        return dict(
+            colorscale=SOURCE_SCALE, cmin=-0.5, cmax=2.5,
+            colorbar=dict(title="source", tickvals=[0, 1, 2], ticktext=list(SOURCE_LABELS)),
+        )
+    lo, hi = zrange if zrange is not None else robust_range(grid.z)
+    return dict(colorscale=SCORE_SCALE, cmin=lo, cmax=hi, colorbar=dict(title=grid.signal or "score"))
+
+
+def _height(n_rows: int) -> int:
+    return int(min(900, max(320, 120 + 12 * n_rows)))
+
+
+def _subtitle(trace: Trace, grid: RetentionGrid) -> str:
+    c = trace.config
+    parts = [f"J={c.get('cache_size')}", f"h={c.get('chunk_size')}", f"frozen={c.get('frozen')}", f"{len(trace.cycles)} refreshes"]
+    if grid.stride > 1:
+        parts.append(f"every {grid.stride}th refresh shown")
+    return "  ·  ".join(parts)
+
+
+def retention_heatmap(
+    trace: Trace,
+    colour: Colouring = "timestep",
+    signal: str | None = None,
+    zrange: tuple[float, float] | None = None,
+    max_cells: int = MAX_CELLS,
+) -> go.Figure:
+    """The retention figure of one run; ``zrange`` fixes the colour scale (to compare runs)."""
+    grid = retention_grid(trace, colour, signal, max_cells)
+    fig = go.Figure(_heatmap_trace(grid))
+    fig.update_layout(
+        coloraxis=_colour_axis(colour, grid, zrange),
+        title=dict(text=f"{trace.config.get('policy', '?')}<br><sup>{_subtitle(trace, grid)}</sup>", x=0.0),
+        height=_height(len(grid.rows)),
+        margin=dict(l=60, r=20, t=70, b=50),
+        xaxis=dict(title="cache slot (position order)", showgrid=False, zeroline=False),
+        yaxis=dict(title="refresh", autorange="reversed", showgrid=False, zeroline=False),
+        plot_bgcolor="#f4f4f4",
+    )
+    return fig
+
+
+def comparison_heatmaps(
+    traces: Sequence[Trace], labels: Sequence[str], colour: Colouring = "timestep", max_cells: int = MAX_CELLS
+) -> go.Figure:
+    """Side-by-side retention figures on one shared colour scale (timestep or source)."""
+    if colour == "score":
+        raise CcvizError("scores of different policies are not comparable: compare by timestep or by source")
+    if len(traces) != len(labels) or not traces:
+        raise CcvizError("give one label per trace, and at least one trace")
+    grids = [retention_grid(trace, colour, max_cells=max(1, max_cells // len(traces))) for trace in traces]
+    top = float(max(max(int(g.timesteps.max(initial=0)), 1) for g in grids))
+    fig = make_subplots(rows=1, cols=len(traces), subplot_titles=list(labels), horizontal_spacing=0.03)
+    for i, grid in enumerate(grids, start=1):
+        fig.add_trace(_heatmap_trace(grid), row=1, col=i)
+        fig.update_yaxes(autorange="reversed", showgrid=False, zeroline=False, row=1, col=i, showticklabels=i == 1)
+        fig.update_xaxes(showgrid=False, zeroline=False, title_text="slot", row=1, col=i)
+    fig.update_yaxes(title_text="refresh", row=1, col=1)
+    fig.update_layout(
+        coloraxis=_colour_axis(colour, grids[0], (0.0, top) if colour == "timestep" else None),
+        height=_height(max(len(g.rows) for g in grids)),
+        margin=dict(l=60, r=20, t=50, b=50),
+        plot_bgcolor="#f4f4f4",
+    )
+    return fig

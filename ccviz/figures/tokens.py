@@ -1,0 +1,137 @@
+"""Token-level HTML views of a trace: signal highlighting, what survives, and one refresh in context.
+
+Each view is one self-contained HTML string (inline ``style`` and native ``title`` tooltips, no
+JavaScript), so ``st.html`` can show a 2,000-token document as a single element instead of
+thousands of widgets. Every token appears exactly once and all token text is HTML-escaped.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from typing import Sequence
+
+import numpy as np
+
+from ..trace import Trace
+from .data import NEVER, eviction_cycles, frozen_count, piece, robust_range
+
+CONTAINER = (
+    "font-family:ui-sans-serif,system-ui,sans-serif;font-size:0.95rem;line-height:1.9;"
+    "white-space:pre-wrap;word-break:break-word;padding:0.6rem 0.8rem;border:1px solid #e3e3e3;"
+    "border-radius:0.5rem;max-height:36rem;overflow-y:auto"
+)
+HIGHLIGHT_RGB = (245, 124, 0)  # orange: more of the signal = more opaque
+SURVIVOR_MARK = "border-bottom:2px solid #2b8a3e"
+FROZEN = "background:#ececec;color:#666"
+EVICTED = "color:#b5b5b5"
+JUST_EVICTED = "background:#ffd6d6;color:#a61e1e;text-decoration:line-through"
+KEPT = "background:#d9f2df"
+LEGEND = "font-size:0.8rem;color:#555;margin-bottom:0.3rem"
+
+
+def format_value(value: float) -> str:
+    """A score for a tooltip: 4 significant digits, infinities spelled out."""
+    if math.isnan(value):
+        return "not scored"
+    if math.isinf(value):
+        return "+inf (no future visible)" if value > 0 else "-inf"
+    return f"{value:.4g}"
+
+
+def shade(level: float) -> str:
+    """Background for a normalised level in [0, 1] (NaN: none)."""
+    if math.isnan(level):
+        return ""
+    r, g, b = HIGHLIGHT_RGB
+    return f"background:rgba({r},{g},{b},{0.06 + 0.8 * min(max(level, 0.0), 1.0):.2f})"
+
+
+def levels(values: np.ndarray) -> np.ndarray:
+    """Values scaled to [0, 1] by their robust range; +inf maps to 1, NaN stays NaN."""
+    lo, hi = robust_range(values)
+    with np.errstate(invalid="ignore"):
+        return np.clip((values - lo) / (hi - lo), 0.0, 1.0)
+
+
+def render_spans(texts: Sequence[str], styles: Sequence[str], titles: Sequence[str], legend: str = "") -> str:
+    """One escaped ``<span>`` per piece of text inside a scrollable, whitespace-preserving box."""
+    spans = []
+    for text, style, title in zip(texts, styles, titles, strict=True):
+        style_attr = f' style="{html.escape(style)}"' if style else ""
+        spans.append(f'<span{style_attr} title="{html.escape(title)}">{html.escape(text)}</span>')
+    head = f'<div style="{LEGEND}">{legend}</div>' if legend else ""
+    return f'{head}<div style="{CONTAINER}">{"".join(spans)}</div>'
+
+
+def _fate(trace: Trace, t: int, evicted_at: np.ndarray) -> str:
+    if t < frozen_count(trace):
+        return "frozen (never evicted)"
+    if evicted_at[t] == NEVER:
+        return "survived to the end"
+    return f"evicted at refresh {evicted_at[t]}"
+
+
+def highlight_html(trace: Trace, values: Sequence[float], signal: str) -> str:
+    """Every token shaded by ``values`` (one per token, NaN = not scored); survivors underlined."""
+    values = np.asarray(values, dtype=np.float64)
+    if values.shape != (len(trace.tokens),):
+        raise ValueError(f"need one value per token ({len(trace.tokens)}), got {values.shape}")
+    level = levels(values)
+    evicted_at = eviction_cycles(trace)
+    styles, titles = [], []
+    for tok in trace.tokens:
+        style = shade(level[tok.t])
+        if evicted_at[tok.t] == NEVER:
+            style = f"{style};{SURVIVOR_MARK}" if style else SURVIVOR_MARK
+        styles.append(style)
+        titles.append(f"t={tok.t} “{piece(tok.text)}” · {signal} {format_value(values[tok.t])} · {_fate(trace, tok.t, evicted_at)}")
+    legend = (
+        f"Shade = {html.escape(signal)} (light = low, dark = high, robust 2–98% range); "
+        "<span style='border-bottom:2px solid #2b8a3e'>underlined</span> = survived to the end. Hover a token for its value."
+    )
+    return render_spans([tok.text for tok in trace.tokens], styles, titles, legend)
+
+
+def survival_html(trace: Trace) -> str:
+    """The text as the cache holds it at the end: survivors in full colour, evicted spans greyed."""
+    evicted_at = eviction_cycles(trace)
+    frozen = frozen_count(trace)
+    styles = [FROZEN if tok.t < frozen else (EVICTED if evicted_at[tok.t] != NEVER else "") for tok in trace.tokens]
+    titles = [f"t={tok.t} · {_fate(trace, tok.t, evicted_at)}" for tok in trace.tokens]
+    kept = int((evicted_at == NEVER).sum())
+    legend = (
+        f"{kept} of {len(trace.tokens)} tokens survive. Dark = in the cache at the end, "
+        f"<span style='{EVICTED}'>grey = evicted</span>, <span style='{FROZEN}'>shaded = frozen prefix</span>."
+    )
+    return render_spans([tok.text for tok in trace.tokens], styles, titles, legend)
+
+
+def cycle_context_html(trace: Trace, index: int) -> str:
+    """The tokens processed up to refresh ``index``: kept, evicted by this refresh, evicted before."""
+    cycle = trace.cycles[index]
+    kept = set(cycle.kept)
+    evicted_at = eviction_cycles(trace)
+    frozen = frozen_count(trace)
+    tokens = trace.tokens[: cycle.step]
+    styles, titles = [], []
+    for tok in tokens:
+        if tok.t < frozen:
+            styles.append(FROZEN)
+            titles.append(f"t={tok.t} · frozen")
+        elif tok.t in kept:
+            styles.append(KEPT)
+            titles.append(f"t={tok.t} · kept by refresh {index}")
+        elif evicted_at[tok.t] == index:
+            styles.append(JUST_EVICTED)
+            titles.append(f"t={tok.t} · evicted by this refresh")
+        else:
+            styles.append(EVICTED)
+            titles.append(f"t={tok.t} · evicted earlier, at refresh {evicted_at[tok.t]}")
+    n_new = int((evicted_at == index).sum())
+    legend = (
+        f"Refresh {index} ({cycle.phase}, after {cycle.step} tokens): <span style='{KEPT}'>kept ({len(kept)})</span>, "
+        f"<span style='{JUST_EVICTED}'>evicted now ({n_new})</span>, <span style='{EVICTED}'>evicted earlier</span>, "
+        f"<span style='{FROZEN}'>frozen</span>."
+    )
+    return render_spans([tok.text for tok in tokens], styles, titles, legend)

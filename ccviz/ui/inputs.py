@@ -1,0 +1,168 @@
+"""Input widgets shared by the pages: the document, a policy with its options, the budget and decoding.
+
+The document (text box, sample picker, upload) and the chat/raw switch use the same keys on every
+page, and every input keeps its value for the whole session (``persist_state="session"``), so
+switching pages never loses what the user typed. Defaults are passed as ``value=``: with
+``persist_state`` a value the sample loader put in session state still wins, whereas defaults
+written into session state before the widget (``setdefault``) are lost on the first page switch.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import streamlit as st
+
+from ..errors import CcvizError
+from ..policies import POLICIES
+from .options import option_specs
+from .samples import Sample, load_samples
+
+MAX_UPLOAD_ENV = "CCVIZ_MAX_UPLOAD_KB"
+DEFAULT_MAX_UPLOAD_KB = 512
+DEFAULT_TEXT = (
+    "The museum's night guard, Tomas, keeps the spare key to the east wing in a blue tin under the reception desk. "
+    "Every evening he walks the galleries twice, checks the windows, and writes the temperature of each room in a logbook.\n\n"
+    "Where is the spare key to the east wing kept?"
+)
+SESSION = "session"  # widget values survive page switches
+
+
+@st.cache_data(show_spinner=False)
+def _samples() -> list[Sample]:
+    return load_samples()
+
+
+def max_upload_bytes() -> int:
+    raw = os.environ.get(MAX_UPLOAD_ENV, "").strip()
+    try:
+        return 1024 * (int(raw) if raw else DEFAULT_MAX_UPLOAD_KB)
+    except ValueError:
+        raise CcvizError(f"{MAX_UPLOAD_ENV} must be a whole number of kilobytes, got {raw!r}") from None
+
+
+def _load_sample() -> None:
+    title = st.session_state.get("doc.sample")
+    sample = next((s for s in _samples() if s.title == title), None)
+    if sample is None:
+        return
+    st.session_state["doc.text"] = sample.text
+    st.session_state["doc.chat"] = sample.chat
+    st.session_state["run.max_new"] = sample.max_new_tokens
+    st.session_state["cmp.max_new"] = sample.max_new_tokens
+    st.session_state["cmp.phrase"] = sample.key_phrase
+
+
+def decode_upload(name: str, data: bytes, limit: int) -> str:
+    """The text of an uploaded document, or a one-line reason why it cannot be used."""
+    if len(data) > limit:
+        raise CcvizError(f"{name} is {len(data) // 1024} KB: documents are limited to {limit // 1024} KB ({MAX_UPLOAD_ENV})")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise CcvizError(f"{name} is not UTF-8 text: save it as plain UTF-8 (.txt or .md)") from None
+    if "\x00" in text:
+        raise CcvizError(f"{name} looks like a binary file, not text")
+    if not text.strip():
+        raise CcvizError(f"{name} is empty")
+    return text
+
+
+def _load_upload() -> None:
+    upload = st.session_state.get("up.doc")
+    if upload is None:
+        return
+    try:
+        st.session_state["doc.text"] = decode_upload(upload.name, upload.getvalue(), max_upload_bytes())
+    except CcvizError as err:
+        st.session_state["doc.error"] = str(err)  # the text box keeps what the user had
+
+
+def document_input() -> tuple[str, bool]:
+    """The document: pasted, picked from the samples or uploaded (which fill the text box); and chat/raw."""
+    left, right = st.columns([3, 2], vertical_alignment="bottom")
+    left.selectbox(
+        "Sample document", [s.title for s in _samples()], index=None, key="doc.sample", placeholder="Load a sample document…",
+        on_change=_load_sample, persist_state=SESSION,
+    )
+    right.file_uploader("…or upload a .txt / .md file", type=["txt", "md"], key="up.doc", on_change=_load_upload)
+    error = st.session_state.pop("doc.error", None)
+    if error:
+        st.error(error)
+    text = st.text_area(
+        "Document or prompt", value=DEFAULT_TEXT, key="doc.text", height=220, persist_state=SESSION,
+        help="Paste any text. In chat mode it becomes one user turn of the model's chat template.",
+    )
+    chat = st.toggle(
+        "Chat template", value=True, key="doc.chat", persist_state=SESSION,
+        help="On: the text is one user turn (the template's system prompt is frozen by default). Off: raw text.",
+    )
+    return text, chat
+
+
+def _option_input(spec, key: str) -> Any:
+    label = spec.name.replace("_", " ")
+    if spec.kind == "bool":
+        return st.checkbox(label, value=spec.default, key=key, persist_state=SESSION)
+    if spec.kind == "int":
+        return int(st.number_input(label, value=spec.default, step=1, key=key, persist_state=SESSION))
+    if spec.kind == "float":
+        return float(st.number_input(label, value=spec.default, key=key, format="%.4g", persist_state=SESSION))
+    if spec.kind == "choice":
+        return st.selectbox(label, spec.choices, index=spec.choices.index(spec.default), key=key, persist_state=SESSION)
+    return st.text_input(label, value="" if spec.default is None else str(spec.default), key=key, persist_state=SESSION)
+
+
+def policy_input(key: str, default: str | None = None, label: str = "Policy") -> tuple[str, tuple[tuple[str, Any], ...]]:
+    """A policy from the registry and its options (widgets built from the dataclass fields).
+
+    Returns the name and the options that differ from their defaults, so equal configurations share
+    one cache entry and labels stay short.
+    """
+    names = list(POLICIES)
+    index = names.index(default) if default in names else 0
+    policy = st.selectbox(label, names, index=index, key=key, persist_state=SESSION, help="Every policy in ccviz's registry.")
+    st.caption(POLICIES[policy].summary)
+    options = []
+    for spec in option_specs(policy):
+        value = _option_input(spec, f"{key}.{policy}.{spec.name}")
+        if value != spec.default:
+            options.append((spec.name, value))
+    return policy, tuple(options)
+
+
+def budget_input(prefix: str, default_cache: int = 128) -> dict[str, Any]:
+    """J, h, frozen and recent: the cache budget of a run."""
+    cache_size = st.number_input(
+        "Cache size J", value=default_cache, min_value=1, step=8, key=f"{prefix}.J", persist_state=SESSION,
+        help="Entries that survive each refresh, not counting the frozen prefix.",
+    )
+    chunk = st.number_input(
+        "Chunk size h", value=None, min_value=1, step=4, key=f"{prefix}.h", placeholder="J/4", persist_state=SESSION,
+        help="A refresh happens after every h processed tokens (empty: J/4, as in the paper).",
+    )
+    frozen = st.number_input(
+        "Frozen prefix", value=None, min_value=0, step=1, key=f"{prefix}.frozen", placeholder="auto", persist_state=SESSION,
+        help="Leading entries never evicted (empty: the chat template's system prompt; 0 in raw mode).",
+    )
+    recent = st.number_input(
+        "Recent R", value=None, min_value=0, step=1, key=f"{prefix}.recent", placeholder="policy default", persist_state=SESSION,
+        help="Trailing entries always kept (empty: the policy's default).",
+    )
+    return dict(
+        cache_size=int(cache_size), chunk_size=None if chunk is None else int(chunk),
+        frozen="auto" if frozen is None else int(frozen), recent=None if recent is None else int(recent),
+    )
+
+
+def decoding_input(prefix: str, default_new: int = 64) -> dict[str, Any]:
+    """Max new tokens and greedy or seeded sampling."""
+    max_new = st.number_input("Max new tokens", value=default_new, min_value=1, step=16, key=f"{prefix}.max_new", persist_state=SESSION)
+    sample = st.toggle("Sampling (off: greedy)", value=False, key=f"{prefix}.sample", persist_state=SESSION)
+    settings: dict[str, Any] = dict(max_new_tokens=int(max_new), do_sample=bool(sample))
+    if sample:
+        settings["temperature"] = float(st.number_input("Temperature", value=0.8, min_value=0.01, step=0.1, key=f"{prefix}.temperature", persist_state=SESSION))
+        settings["top_p"] = float(st.number_input("Top-p", value=0.95, min_value=0.01, max_value=1.0, step=0.05, key=f"{prefix}.top_p", persist_state=SESSION))
+        settings["seed"] = int(st.number_input("Seed", value=0, min_value=0, step=1, key=f"{prefix}.seed", persist_state=SESSION))
+    return settings

@@ -1,0 +1,270 @@
+"""Background runs for the app: a job per user action, a thread per job, results cached by config.
+
+Streamlit reruns a page on every widget interaction and aborts whatever the script was doing, so
+model work never runs in the script: a :class:`Job` runs its tasks one after another in its own
+thread and writes progress and results into itself as they arrive, while the page (which keeps the
+job in ``st.session_state``) only reads it. Finished results go into a process-wide, bounded
+:class:`ResultStore` keyed by the task's full configuration, so re-opening a run is instant.
+No Streamlit import here: this is plain Python, tested without the app.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+from ..engine import GenerationFailed, ProgressCallback, generate, prepare_run
+from ..errors import CcvizError
+from ..models import LoadedModel
+from ..signals import document_attention, document_surprise
+from ..trace import Trace
+
+MAX_TOKENS_ENV = "CCVIZ_MAX_TOKENS"
+DEFAULT_MAX_TOKENS = 4096  # prompt + new tokens: keeps a 2-core machine answering in seconds
+STORE_SIZE = 32
+# One task computes at a time in this process. Torch already spreads one forward pass over every core;
+# two runs at once (two browser sessions) would oversubscribe them, which on 2 cores makes small
+# forward passes up to 100x slower. Queued runs wait their turn instead, and can be cancelled meanwhile.
+_COMPUTE = threading.Lock()
+
+
+def max_tokens() -> int:
+    """The app's token limit per run (``$CCVIZ_MAX_TOKENS``, default 4096)."""
+    raw = os.environ.get(MAX_TOKENS_ENV, "").strip()
+    if not raw:
+        return DEFAULT_MAX_TOKENS
+    try:
+        value = int(raw)
+    except ValueError:
+        raise CcvizError(f"{MAX_TOKENS_ENV} must be a whole number, got {raw!r}") from None
+    if value < 1:
+        raise CcvizError(f"{MAX_TOKENS_ENV} must be at least 1, got {value}")
+    return value
+
+
+class Task(Protocol):
+    """One unit of model work; a frozen dataclass, so it is its own cache key."""
+
+    @property
+    def label(self) -> str: ...
+
+    def execute(self, lm: LoadedModel, progress: ProgressCallback, should_stop: Callable[[], bool]) -> Any: ...
+
+
+@dataclass(frozen=True)
+class RunTask:
+    """One ``generate`` call, with every argument that changes its result."""
+
+    model: str
+    prompt: str
+    policy: str
+    options: tuple[tuple[str, Any], ...] = ()
+    cache_size: int = 64
+    chunk_size: int | None = None
+    frozen: int | str = "auto"
+    recent: int | None = None
+    max_new_tokens: int = 64
+    chat: bool = True
+    do_sample: bool = False
+    temperature: float = 1.0
+    top_p: float = 1.0
+    seed: int | None = None
+    record: str = "policy"
+
+    @property
+    def label(self) -> str:
+        opts = ", ".join(f"{k}={v}" for k, v in self.options)
+        return f"{self.policy} ({opts})" if opts else self.policy
+
+    def kwargs(self) -> dict[str, Any]:
+        return dict(
+            policy=self.policy, policy_options=dict(self.options), cache_size=self.cache_size, chunk_size=self.chunk_size,
+            frozen=self.frozen, recent=self.recent, max_new_tokens=self.max_new_tokens, chat=self.chat,
+            do_sample=self.do_sample, temperature=self.temperature, top_p=self.top_p, seed=self.seed, record=self.record,
+            prefill_step=None,
+        )
+
+    def check(self, lm: LoadedModel, limit: int) -> int:
+        """Validate everything without running; return the prompt's token count.
+
+        The engine checks the model's own context limit; this adds the app's token limit.
+        """
+        n_prompt = len(prepare_run(lm, self.prompt, **self.kwargs()).prompt_ids)
+        if n_prompt + self.max_new_tokens > limit:
+            raise CcvizError(
+                f"the document has {n_prompt} tokens; with {self.max_new_tokens} new tokens that is over this app's "
+                f"limit of {limit} tokens per run ({MAX_TOKENS_ENV}): shorten it or lower max new tokens"
+            )
+        return n_prompt
+
+    def execute(self, lm: LoadedModel, progress: ProgressCallback, should_stop: Callable[[], bool]) -> Trace:
+        return generate(lm, self.prompt, **self.kwargs(), progress=progress, should_stop=should_stop)
+
+
+@dataclass(frozen=True)
+class SurpriseTask:
+    """Counter-causal surprise of every token of a whole document (one variant and score)."""
+
+    model: str
+    prompt: str
+    chat: bool
+    variant: str = "fast"
+    score: str = "logit"
+    min_gap: int = 0
+
+    @property
+    def label(self) -> str:
+        return f"surprise ({self.variant}, {self.score}, min_gap={self.min_gap})"
+
+    def execute(self, lm: LoadedModel, progress: ProgressCallback, should_stop: Callable[[], bool]) -> list[float]:
+        return document_surprise(lm, self.prompt, chat=self.chat, variant=self.variant, score=self.score, min_gap=self.min_gap)
+
+
+@dataclass(frozen=True)
+class AttentionTask:
+    """Attention received and H2O accumulation over a whole document (a no-eviction run)."""
+
+    model: str
+    prompt: str
+    chat: bool
+    frozen: int | str = "auto"
+
+    @property
+    def label(self) -> str:
+        return "attention over the whole document"
+
+    def execute(self, lm: LoadedModel, progress: ProgressCallback, should_stop: Callable[[], bool]) -> Trace:
+        return document_attention(lm, self.prompt, chat=self.chat, frozen=self.frozen, progress=progress, should_stop=should_stop)
+
+
+class ResultStore:
+    """A thread-safe LRU of finished results, keyed by task; holds compact traces, never tensors."""
+
+    def __init__(self, max_entries: int = STORE_SIZE):
+        self.max_entries = max_entries
+        self._items: OrderedDict[Any, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, task: Task) -> Any | None:
+        with self._lock:
+            if task not in self._items:
+                return None
+            self._items.move_to_end(task)
+            return self._items[task]
+
+    def put(self, task: Task, result: Any) -> None:
+        with self._lock:
+            self._items[task] = result
+            self._items.move_to_end(task)
+            while len(self._items) > self.max_entries:
+                self._items.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+@dataclass
+class Progress:
+    task: int = 0  # index of the task running
+    waiting: bool = False  # queued behind another session's run
+    refreshes: int = 0
+    processed: int = 0
+    total: int = 0
+
+
+@dataclass
+class Job:
+    """Tasks run one after another in a background thread; results arrive here as they finish.
+
+    ``results[i]`` is task i's result (a partial trace if it was cancelled or failed part-way; None
+    if it produced nothing); ``errors`` holds one line per failed task. A cancelled job stops after the
+    running task and keeps everything done so far.
+    """
+
+    tasks: list[Any]
+    lm: LoadedModel
+    store: ResultStore
+    results: list[Any] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    progress: Progress = field(default_factory=Progress)
+    cancelled: bool = False
+    _stop: threading.Event = field(default_factory=threading.Event, repr=False)
+    _thread: threading.Thread | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        self.results = [None] * len(self.tasks)
+
+    def start(self) -> "Job":
+        """Fill cached results at once; start the thread only if something is left to compute."""
+        cached = [self.store.get(task) for task in self.tasks]
+        if all(result is not None for result in cached):
+            self.results = cached
+            return self
+        self._thread = threading.Thread(target=self._work, name="ccviz-job", daemon=True)
+        self._thread.start()
+        return self
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def cancel(self) -> None:
+        self._stop.set()
+
+    @property
+    def cancel_requested(self) -> bool:
+        return self._stop.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the job ends (tests and scripts); True if it has."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+        return not self.running
+
+    def _report(self, refreshes: int, processed: int, total: int) -> None:
+        self.progress = Progress(self.progress.task, False, refreshes, processed, total)
+
+    def _wait_turn(self) -> bool:
+        """Take the compute lock, polling for a cancel meanwhile; False if cancelled first."""
+        while not _COMPUTE.acquire(timeout=0.2):
+            self.progress = Progress(self.progress.task, waiting=True)
+            if self._stop.is_set():
+                return False
+        self.progress = Progress(self.progress.task)
+        return True
+
+    def _work(self) -> None:
+        for i, task in enumerate(self.tasks):
+            if self._stop.is_set():
+                self.cancelled = True
+                break
+            self.progress = Progress(task=i)
+            cached = self.store.get(task)
+            if cached is not None:
+                self.results[i] = cached
+                continue
+            if not self._wait_turn():
+                self.cancelled = True
+                break
+            try:
+                result = task.execute(self.lm, self._report, self._stop.is_set)
+            except GenerationFailed as err:
+                self.results[i] = err.trace
+                self.errors.append(f"{task.label}: failed part-way ({err}); the completed refreshes are kept")
+                continue
+            except CcvizError as err:
+                self.errors.append(f"{task.label}: {err}")
+                continue
+            except Exception as err:  # never let a thread die silently: the page shows the message
+                self.errors.append(f"{task.label}: unexpected {type(err).__name__}: {err}")
+                continue
+            finally:
+                _COMPUTE.release()
+            self.results[i] = result
+            if isinstance(result, Trace) and result.status == "cancelled":
+                self.cancelled = True
+                break
+            self.store.put(task, result)

@@ -1,0 +1,30 @@
+"""The sample documents shipped in ``assets/samples`` (listed, with their key phrase, in index.json)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+SAMPLES_DIR = Path(__file__).resolve().parents[2] / "assets" / "samples"
+
+
+@dataclass(frozen=True)
+class Sample:
+    title: str
+    text: str
+    key_phrase: str  # the fact to track on the Compare page
+    chat: bool
+    max_new_tokens: int
+
+
+def load_samples(folder: Path = SAMPLES_DIR) -> list[Sample]:
+    """Every sample listed in ``folder/index.json``, in its order."""
+    entries = json.loads((folder / "index.json").read_text(encoding="utf-8"))
+    return [
+        Sample(
+            title=entry["title"], text=(folder / entry["file"]).read_text(encoding="utf-8"), key_phrase=entry["key_phrase"],
+            chat=bool(entry["chat"]), max_new_tokens=int(entry["max_new_tokens"]),
+        )
+        for entry in entries
+    ]

@@ -1,0 +1,134 @@
+"""Session state of the app: each page's background job, its last finished result, and the run history.
+
+A page's job lives in ``st.session_state`` under ``job.<page>`` while it runs; once it has ended it
+moves to ``done.<page>`` (the result the page shows, kept while a newer job runs) and its traces join
+the session's history (the Traces page offers each for download). Results are never dropped because
+the user touched a widget: the job thread keeps writing into the job object whatever the page does.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from typing import Callable
+
+import streamlit as st
+
+from ..errors import CcvizError
+from ..models import LoadedModel
+from ..trace import Trace
+from .jobs import Job, ResultStore, RunTask, max_tokens
+from .model import app_model
+
+HISTORY_SIZE = 24
+POLL_SECONDS = 0.5
+
+
+@st.cache_resource
+def result_store() -> ResultStore:
+    """Finished results of every session of this process, keyed by full configuration (bounded LRU)."""
+    return ResultStore()
+
+
+def start_job(page: str, tasks: list) -> Job:
+    """Start the page's job (cached tasks are filled at once) and remember it in the session."""
+    job = Job(tasks=tasks, lm=app_model(), store=result_store()).start()
+    st.session_state[f"job.{page}"] = job
+    return job
+
+
+def running_job(page: str) -> Job | None:
+    """The page's job if it is still running; an ended job is moved to the page's result first."""
+    job = st.session_state.get(f"job.{page}")
+    if job is None:
+        return None
+    if job.running:
+        return job
+    del st.session_state[f"job.{page}"]
+    st.session_state[f"done.{page}"] = job
+    _remember(page, job)
+    return None
+
+
+def finished_job(page: str) -> Job | None:
+    """The page's last ended job (what the page shows), if any."""
+    return st.session_state.get(f"done.{page}")
+
+
+def _remember(page: str, job: Job) -> None:
+    history: OrderedDict[str, Trace] = st.session_state.setdefault("history", OrderedDict())
+    stamp = time.strftime("%H:%M:%S")
+    for task, result in zip(job.tasks, job.results):
+        if isinstance(task, RunTask) and isinstance(result, Trace):
+            number = st.session_state["history.count"] = st.session_state.get("history.count", 0) + 1
+            history[f"#{number} {stamp} · {page} · {task.label} · J={task.cache_size}"] = result
+    while len(history) > HISTORY_SIZE:
+        history.popitem(last=False)
+
+
+def history() -> OrderedDict[str, Trace]:
+    """Traces of this session's runs, oldest first (bounded)."""
+    return st.session_state.get("history", OrderedDict())
+
+
+def follow(job: Job, page: str) -> None:
+    """Live progress and a Cancel button, polled in a fragment; the page reruns when the job ends."""
+
+    @st.fragment(run_every=POLL_SECONDS)
+    def _progress() -> None:
+        if not job.running:
+            st.rerun()
+        p = job.progress
+        task = job.tasks[min(p.task, len(job.tasks) - 1)]
+        which = f"run {p.task + 1} of {len(job.tasks)} · " if len(job.tasks) > 1 else ""
+        if p.waiting:
+            st.progress(0.0, text=f"{which}{task.label}: waiting for another session's run to finish…")
+        elif p.total:
+            text = f"{which}{task.label}: {p.processed}/{p.total} tokens · {p.refreshes} refreshes"
+            st.progress(min(p.processed / p.total, 1.0), text=text)
+        else:
+            st.progress(0.0, text=f"{which}{task.label}: computing…")
+        if job.cancel_requested:
+            st.caption("Cancelling after the current forward pass; everything computed so far is kept.")
+        elif st.button("Cancel", key=f"cancel.{page}", icon=":material/stop_circle:"):
+            job.cancel()
+            st.rerun(scope="fragment")
+
+    _progress()
+
+
+def show_job_messages(job: Job) -> None:
+    """Errors of a finished job, and a note when it was cancelled."""
+    for message in job.errors:
+        st.error(message)
+    skipped = [task.label for task, result in zip(job.tasks, job.results) if result is None]
+    if job.cancelled and skipped:
+        st.warning(f"Cancelled: not computed: {', '.join(skipped)}. Everything finished before the cancel is kept.")
+
+
+def run_controls(page: str, label: str, make_tasks: Callable[[LoadedModel], list]) -> Job | None:
+    """The page's run button, progress and messages; returns the page's last finished job.
+
+    ``make_tasks(lm)`` builds the tasks; every :class:`RunTask` is validated (model and app token
+    limits included) before anything starts, and a problem is shown as one message with nothing run.
+    The button is disabled while the page's job runs.
+    """
+    job = running_job(page)
+    if st.button(label, type="primary", disabled=job is not None, key=f"btn.{page}", icon=":material/play_arrow:"):
+        try:
+            lm = app_model()
+            tasks = make_tasks(lm)
+            limit = max_tokens()
+            for task in tasks:
+                if isinstance(task, RunTask):
+                    task.check(lm, limit)
+            start_job(page, tasks)
+            job = running_job(page)
+        except CcvizError as err:
+            st.error(str(err))
+    if job is not None:
+        follow(job, page)
+    done = finished_job(page)
+    if done is not None:
+        show_job_messages(done)
+    return done

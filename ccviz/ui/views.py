@@ -1,0 +1,196 @@
+"""How a finished trace is shown. The same views serve live runs and uploaded traces.
+
+All figures and HTML come from :mod:`ccviz.figures`; this module only lays them out and holds the
+view controls (colouring, refresh slider, signal), which rerun the page without recomputing anything.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Mapping, Sequence
+
+import pandas as pd
+import streamlit as st
+
+from ..figures import (
+    comparison_heatmaps,
+    cycle_context_html,
+    highlight_html,
+    overlap_heatmap,
+    phrase_survival,
+    retention_heatmap,
+    run_summary,
+    sentence_html,
+    signals,
+    split_sentences,
+    survival_html,
+)
+from ..trace import Trace
+
+COLOUR_LABELS = {"original timestep": "timestep", "score": "score", "prompt / generated": "source"}
+CHART_CONFIG = {"displaylogo": False, "scrollZoom": False}
+PHRASE_BADGES = {  # status -> (icon, colour) for st.badge
+    "kept": (":material/check_circle:", "green"),
+    "partly kept": (":material/contrast:", "orange"),
+    "evicted": (":material/cancel:", "red"),
+    "absent": (":material/help:", "gray"),
+}
+
+
+def _file_name(trace: Trace) -> str:
+    policy = re.sub(r"[^A-Za-z0-9_-]+", "-", str(trace.config.get("policy", "run")))
+    return f"ccviz-{policy}-J{trace.config.get('cache_size', '')}.json"
+
+
+def download_trace(trace: Trace, key: str, label: str = "Download trace JSON") -> None:
+    """A download button; the JSON is written only when clicked."""
+    st.download_button(
+        label, data=trace.to_json, file_name=_file_name(trace), mime="application/json", key=key,
+        on_click="ignore", icon=":material/download:",
+    )
+
+
+def status_notes(trace: Trace) -> None:
+    if trace.status == "cancelled":
+        st.warning(f"Partial trace: the run was cancelled after {len(trace.cycles)} refreshes.")
+    elif trace.status == "error":
+        st.error(f"The run failed part-way: {trace.error}. The refreshes completed before it are shown.")
+
+
+def summary_metrics(trace: Trace) -> None:
+    s, c = run_summary(trace), trace.config
+    raw_options = c.get("policy_options")
+    options = ", ".join(f"{k}={v}" for k, v in raw_options.items()) if isinstance(raw_options, dict) else ""
+    st.markdown(f"#### {s['policy']}" + (f" ({options})" if options else ""))
+    st.caption(
+        f"J={c.get('cache_size')} · h={c.get('chunk_size')} · frozen={c.get('frozen')} · recent={c.get('recent')} · "
+        f"{'chat' if c.get('chat') else 'raw'} · {c.get('model')} · {trace.status}"
+    )
+    cols = st.columns(5)
+    cols[0].metric("Prompt tokens", s["prompt tokens"])
+    cols[1].metric("Generated", s["generated"], help=f"stopped by: {trace.stop_reason or 'n/a'}")
+    cols[2].metric("Refreshes", s["refreshes"], help=f"{s['per refresh (ms)']} ms per refresh on average")
+    cols[3].metric("Final / peak cache", f"{s['final cache']} / {s['peak cache']}")
+    cols[4].metric("Total time", f"{s['total (s)']:.2f} s", help=f"refreshes took {s['refresh total (s)']:.3f} s in all")
+
+
+def retention_view(trace: Trace, key: str) -> None:
+    """Figure 4 for one run: the heatmap, a refresh slider with the kept/evicted tokens, the output."""
+    status_notes(trace)
+    summary_metrics(trace)
+    recorded = signals(trace)
+    left, right = st.columns([3, 2])
+    colouring = left.radio(
+        "Colour cells by", list(COLOUR_LABELS), key=f"{key}.colour", horizontal=True,
+        help="Original timestep uses a diverging scale: blue = early in the text, red = late.",
+    )
+    colour = COLOUR_LABELS[colouring]
+    signal = None
+    if recorded:
+        signal = right.selectbox("Score signal (hover and score colouring)", recorded, key=f"{key}.signal")
+    if colour == "score" and not recorded:
+        st.info("This policy records no scores: colour by original timestep or by prompt / generated.")
+        colour = "timestep"
+    if not trace.cycles:
+        st.info("No refresh happened: the run processed fewer than h tokens, so nothing was ever scored or evicted.")
+    else:
+        st.plotly_chart(retention_heatmap(trace, colour, signal), key=f"{key}.heatmap", config=CHART_CONFIG)
+        refresh_context(trace, key)
+    st.subheader("Generated text")
+    output_block(trace.output_text)
+    download_trace(trace, key=f"{key}.download")
+
+
+def output_block(text: str) -> None:
+    """Generated text, verbatim; long outputs scroll instead of stretching the page."""
+    long = text.count("\n") > 15 or len(text) > 1500
+    st.code(text or "(nothing was generated)", language=None, wrap_lines=True, height=360 if long else "content")
+
+
+def refresh_context(trace: Trace, key: str) -> None:
+    """A refresh slider and, for that refresh, every token so far marked kept or evicted."""
+    last = len(trace.cycles) - 1
+    slider = f"{key}.cycle"
+    st.session_state[slider] = min(st.session_state.get(slider, last), last)  # a new run may have fewer refreshes
+    index = st.slider("Refresh cycle", 0, last, key=slider) if last > 0 else 0
+    cycle = trace.cycles[index]
+    st.caption(
+        f"Refresh {index}: {cycle.phase}, after {cycle.step} tokens; {len(cycle.candidates)} candidates scored in "
+        f"{1000 * cycle.seconds:.1f} ms, {len(cycle.kept)} entries kept."
+    )
+    st.html(cycle_context_html(trace, index))
+
+
+def signal_views(trace: Trace, values: Mapping[str, Sequence[float]], key: str) -> None:
+    """Highlight the text by a signal, show what survives, or the same per sentence."""
+    mode = st.segmented_control(
+        "View", ["Highlight", "What survives", "Sentences"], default="Highlight", key=f"{key}.mode", required=True,
+    )
+    names = list(values)
+    signal = None
+    if mode != "What survives" and names:
+        signal = st.selectbox("Signal", names, key=f"{key}.signal")
+    if mode == "Highlight":
+        if signal is None:
+            st.info("No signal is available for this trace: see what survives instead.")
+        else:
+            st.html(highlight_html(trace, values[signal], signal))
+    elif mode == "What survives":
+        st.html(survival_html(trace))
+    else:
+        chosen = values[signal] if signal is not None else None
+        st.html(sentence_html(trace, chosen, signal))
+        table = pd.DataFrame(
+            [
+                {"start": s.start, "sentence": s.text.strip()[:160], "tokens": s.tokens, "kept %": round(100 * s.kept_fraction, 1),
+                 f"mean {signal or 'signal'}": s.mean_value}
+                for s in split_sentences(trace, chosen)
+            ]
+        )
+        st.dataframe(table, hide_index=True, height=300)
+
+
+def phrase_badges(traces: Sequence[Trace], labels: Sequence[str], phrase: str) -> None:
+    """At a glance: did the phrase survive under each policy?"""
+    cols = st.columns(len(traces))
+    for col, trace, label in zip(cols, traces, labels):
+        result = phrase_survival(trace, phrase)
+        if result.status == "absent":
+            detail = "not in the prompt"
+        else:
+            detail = f"{len(result.kept)} of {len(result.tokens)} tokens in the cache at the end"
+        icon, colour = PHRASE_BADGES[result.status]
+        col.markdown(f"**{label}**")
+        col.badge(result.status, icon=icon, color=colour)
+        col.caption(detail)
+
+
+def compare_view(traces: Sequence[Trace], labels: Sequence[str], phrase: str, key: str) -> None:
+    """Several runs of one input: phrase survival, heatmaps, outputs, overlaps and timings."""
+    for trace, label in zip(traces, labels):
+        if trace.status != "complete":
+            st.warning(f"{label}: {trace.status} run, partial trace.")
+    if phrase.strip():
+        st.subheader(f"Did “{phrase.strip()}” survive?")
+        phrase_badges(traces, labels, phrase)
+    st.subheader("Retention, on one colour scale")
+    colouring = st.radio("Colour cells by", ["original timestep", "prompt / generated"], key=f"{key}.colour", horizontal=True)
+    if any(trace.cycles for trace in traces):
+        fig = comparison_heatmaps(traces, labels, COLOUR_LABELS[colouring])
+        st.plotly_chart(fig, key=f"{key}.heatmaps", config=CHART_CONFIG)
+    else:
+        st.info("No refresh happened in these runs: the input is shorter than h.")
+    st.subheader("Outputs")
+    for col, trace, label in zip(st.columns(len(traces)), traces, labels):
+        col.markdown(f"**{label}**")
+        with col:
+            output_block(trace.output_text)
+    left, right = st.columns([3, 2], vertical_alignment="center")
+    left.plotly_chart(overlap_heatmap(traces, labels), key=f"{key}.overlap", config=CHART_CONFIG)
+    right.caption(
+        "Jaccard overlap |A ∩ B| / |A ∪ B| of the cache contents after the last refresh (frozen prefix included): "
+        "1 = the two policies kept exactly the same tokens."
+    )
+    st.markdown("**Times and sizes**")
+    rows = [{"run": label, **run_summary(trace)} for trace, label in zip(traces, labels)]
+    st.dataframe(pd.DataFrame(rows), hide_index=True)

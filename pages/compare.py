@@ -1,0 +1,45 @@
+"""Compare: two to four policies on the same input, on one colour scale."""
+
+import streamlit as st
+
+from ccviz import POLICIES
+from ccviz.ui.inputs import budget_input, decoding_input, document_input, policy_input
+from ccviz.ui.jobs import RunTask
+from ccviz.ui.state import run_controls
+from ccviz.ui.views import compare_view
+
+PAGE = "compare"
+LETTERS = "ABCD"
+PREFERRED = ["sliding", "counter_causal_fast", "h2o", "tova"]
+
+st.title("Compare policies")
+st.caption("The same document and budget under two to four policies, run one after another.")
+defaults = [name for name in PREFERRED if name in POLICIES] + [name for name in POLICIES if name not in PREFERRED]
+with st.sidebar:
+    count = st.segmented_control("Runs", [2, 3, 4], default=2, key="cmp.count", required=True, persist_state="session")
+    runs = []
+    for i in range(count):
+        with st.expander(f"Run {LETTERS[i]}", expanded=i < 2):
+            runs.append(policy_input(f"cmp.p{i}", default=defaults[i % len(defaults)], label=f"Policy {LETTERS[i]}"))
+    st.header("Budget (shared)")
+    budget = budget_input("cmp")
+    st.header("Decoding (shared)")
+    decoding = decoding_input("cmp")
+
+text, chat = document_input()
+phrase = st.text_input(
+    "Phrase to track", value="", key="cmp.phrase", persist_state="session", placeholder="e.g. the key fact of the document",
+    help="Shows at a glance whether these words were still in each run's cache at the end.",
+)
+done = run_controls(
+    PAGE, "Run all",
+    lambda lm: [
+        RunTask(model=lm.name, prompt=text, policy=policy, options=options, chat=chat, **budget, **decoding)
+        for policy, options in runs
+    ],
+)
+if done is not None:
+    shown = [(f"{LETTERS[i]} · {task.label}", trace) for i, (task, trace) in enumerate(zip(done.tasks, done.results)) if trace is not None]
+    if shown:
+        labels, traces = zip(*shown)
+        compare_view(list(traces), list(labels), phrase, key="compare")

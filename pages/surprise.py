@@ -1,0 +1,54 @@
+"""Surprise: the document highlighted by a signal, what survives at a budget, and the same per sentence."""
+
+import streamlit as st
+
+from ccviz.figures import per_token, recorded_values
+from ccviz.scoring import SCORES, VARIANTS
+from ccviz.signals import ATTENTION_SIGNALS
+from ccviz.ui.inputs import budget_input, document_input, policy_input
+from ccviz.ui.jobs import AttentionTask, RunTask, SurpriseTask
+from ccviz.ui.state import run_controls
+from ccviz.ui.views import signal_views
+
+PAGE = "surprise"
+
+st.title("Surprise")
+st.caption(
+    "Which tokens does each signal single out, and what text survives a prefill at a chosen budget? "
+    "Whole-document signals score every token once with nothing evicted; the run's own signals are the "
+    "last score each token got before it was kept or evicted."
+)
+with st.sidebar:
+    st.header("Budget run")
+    policy, options = policy_input("sur.policy", default="counter_causal_fast")
+    budget = budget_input("sur", default_cache=256)
+    st.header("Counter-causal surprise")
+    variant = st.selectbox("Variant", VARIANTS, index=VARIANTS.index("fast"), key="sur.variant", persist_state="session")
+    score = st.selectbox("Score", SCORES, key="sur.score", persist_state="session")
+    min_gap = int(st.number_input("min gap", value=0, min_value=0, step=1, key="sur.min_gap", persist_state="session"))
+
+text, chat = document_input()
+done = run_controls(
+    PAGE, "Prefill and score",
+    lambda lm: [
+        RunTask(model=lm.name, prompt=text, policy=policy, options=options, chat=chat, max_new_tokens=1, record="all", **budget),
+        SurpriseTask(model=lm.name, prompt=text, chat=chat, variant=variant, score=score, min_gap=min_gap),
+        AttentionTask(model=lm.name, prompt=text, chat=chat, frozen=budget["frozen"]),
+    ],
+)
+if done is not None:
+    trace, surprise, attention = done.results
+    if trace is not None:
+        n = len(trace.tokens)
+        values = {}
+        if surprise is not None:
+            values[f"{done.tasks[1].label}, whole document"] = per_token(surprise, n)
+        if attention is not None:
+            whole = recorded_values(attention)
+            values.update({f"{label}, whole document": per_token(whole[name], n) for name, label in ATTENTION_SIGNALS.items() if name in whole})
+        values.update(recorded_values(trace, suffix=f" (during the {trace.config['policy']} run)"))
+        st.caption(
+            f"Budget run: {done.tasks[0].label}, J={trace.config['cache_size']}, h={trace.config['chunk_size']}, "
+            f"{trace.prompt_length} prompt tokens, {len(trace.cycles)} refreshes."
+        )
+        signal_views(trace, values, key="surprise")

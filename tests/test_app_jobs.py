@@ -1,0 +1,129 @@
+"""The app's plumbing without Streamlit: background jobs, the result cache, limits, option widgets."""
+
+import threading
+import time
+
+import pytest
+
+from ccviz import CcvizError, generate
+from ccviz.ui.inputs import decode_upload
+from ccviz.ui.jobs import MAX_TOKENS_ENV, Job, ResultStore, RunTask, SurpriseTask, max_tokens
+from ccviz.ui.options import option_specs
+from ccviz.ui.samples import load_samples
+
+STORY = "Once upon a time a lighthouse keeper counted the ships that passed his rock every night. " * 20
+
+
+def _task(tiny, **kw) -> RunTask:
+    base = dict(model=tiny.name, prompt=STORY, policy="sliding", cache_size=16, chunk_size=4, max_new_tokens=6)
+    return RunTask(**{**base, **kw})
+
+
+def _content(trace):
+    """Everything a run decides (timings differ between any two runs)."""
+    return trace.tokens, [(c.candidates, c.kept, c.scores) for c in trace.cycles], trace.output_text
+
+
+def _finish(job: Job) -> Job:
+    assert job.wait(120), "the job did not end"
+    return job
+
+
+def test_a_job_runs_in_the_background_and_its_result_is_cached(tiny):
+    store = ResultStore()
+    task = _task(tiny)
+    job = Job([task], tiny, store).start()
+    assert _finish(job).errors == [] and not job.cancelled
+    trace = job.results[0]
+    assert trace.status == "complete" and trace.cycles
+    assert _content(trace) == _content(generate(tiny, STORY, **task.kwargs()))  # the same run as a direct call
+    again = Job([task], tiny, store).start()
+    assert not again.running and again.results[0] is trace  # instant: no thread, no recompute
+
+
+def test_store_is_a_bounded_lru():
+    store = ResultStore(max_entries=2)
+    store.put("a", 1)
+    store.put("b", 2)
+    assert store.get("a") == 1  # a is now the most recent
+    store.put("c", 3)
+    assert store.get("b") is None and store.get("a") == 1 and store.get("c") == 3 and len(store) == 2
+
+
+def test_cancel_keeps_the_partial_trace_and_does_not_cache_it(tiny):
+    store = ResultStore()
+    task = _task(tiny, prompt=STORY * 3, max_new_tokens=50)
+    job = Job([task, _task(tiny, policy="streaming_llm")], tiny, store).start()
+    deadline = time.monotonic() + 60
+    while job.progress.refreshes < 3 and job.running and time.monotonic() < deadline:
+        time.sleep(0.005)
+    job.cancel()
+    _finish(job)
+    partial = job.results[0]
+    assert job.cancelled and partial.status == "cancelled" and len(partial.cycles) >= 3
+    assert job.results[1] is None  # the next task never started
+    assert store.get(task) is None
+
+
+def test_failures_become_messages_and_later_tasks_still_run(tiny):
+    bad = _task(tiny, chunk_size=64)  # h > J: rejected by the engine
+    job = _finish(Job([bad, _task(tiny)], tiny, ResultStore()).start())
+    assert len(job.errors) == 1 and "must not exceed the cache size" in job.errors[0]
+    assert job.results[0] is None and job.results[1].status == "complete"
+
+
+def test_two_sessions_at_once_do_not_interfere(tiny):
+    a, b = _task(tiny, policy="sliding"), _task(tiny, policy="counter_causal_fast", cache_size=12, chunk_size=3)
+    expected = [_content(generate(tiny, STORY, **t.kwargs())) for t in (a, b)]
+    jobs = [Job([t], tiny, ResultStore()) for t in (a, b)]
+    starter = [threading.Thread(target=job.start) for job in jobs]
+    for thread in starter:
+        thread.start()
+    for thread in starter:
+        thread.join()
+    assert [_content(_finish(job).results[0]) for job in jobs] == expected
+
+
+def test_whole_document_surprise_has_one_value_per_prompt_token(tiny):
+    run = _finish(Job([_task(tiny)], tiny, ResultStore()).start()).results[0]
+    surprise = _finish(Job([SurpriseTask(model=tiny.name, prompt=STORY, chat=True)], tiny, ResultStore()).start()).results[0]
+    assert len(surprise) == run.prompt_length and surprise[-1] == float("inf")
+
+
+def test_token_limits_are_checked_before_anything_runs(tiny, monkeypatch):
+    assert max_tokens() == 4096
+    with pytest.raises(CcvizError, match=r"over this app's limit of 100 tokens per run \(CCVIZ_MAX_TOKENS\)"):
+        _task(tiny).check(tiny, 100)
+    assert _task(tiny).check(tiny, 4096) > 300
+    with pytest.raises(CcvizError, match="exceeds the model's 8192 positions"):
+        _task(tiny, prompt="word " * 9000).check(tiny, 100_000)
+    monkeypatch.setenv(MAX_TOKENS_ENV, "lots")
+    with pytest.raises(CcvizError, match="must be a whole number"):
+        max_tokens()
+
+
+def test_uploads_are_decoded_or_refused_with_a_reason():
+    assert decode_upload("a.txt", "\ufeffhello".encode("utf-8"), 1024) == "hello"
+    with pytest.raises(CcvizError, match="not UTF-8"):
+        decode_upload("a.txt", b"\xff\xfe\x00a", 1024)
+    with pytest.raises(CcvizError, match="limited to 1 KB"):
+        decode_upload("a.txt", b"x" * 2048, 1024)
+    with pytest.raises(CcvizError, match="empty"):
+        decode_upload("a.txt", b"  \n", 1024)
+
+
+def test_option_widgets_follow_the_policy_dataclass_fields():
+    specs = {spec.name: spec for spec in option_specs("counter_causal_fast")}
+    assert specs["score"].kind == "choice" and "contrast" in specs["score"].choices
+    assert specs["min_gap"].kind == "int" and specs["min_gap"].default == 0
+    assert {spec.kind for spec in option_specs("h2o")} == {"bool"}
+    assert option_specs("sliding") == []
+
+
+def test_samples_are_listed_with_a_key_phrase_found_once_in_their_text():
+    samples = load_samples()
+    assert len(samples) == 4
+    clinical = next(s for s in samples if "Clinical" in s.title)
+    assert clinical.text.count(clinical.key_phrase) == 1
+    for sample in samples:
+        assert sample.key_phrase in sample.text

@@ -1,0 +1,146 @@
+"""End to end in a real browser: `streamlit run app.py` with SmolLM2, driven by Debian's chromium.
+
+Pastes a sample document, runs counter_causal_fast on the Run page and counter_causal_fast against
+sliding on the Compare page, and checks each heatmap rendered (with a working hover) and no exception
+box appeared. Screenshots go to test-artifacts/ for a human to look at.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--no-first-run"]
+RUN_TIMEOUT_MS = 150_000
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is absent: install Debian's chromium (apt-get install chromium)"),
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def app_url():
+    ARTIFACTS.mkdir(exist_ok=True)
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if k != "CCVIZ_MODEL"}  # the real SmolLM2
+    log = open(ARTIFACTS / "streamlit.log", "w")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
+         "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
+                    break
+            except OSError:
+                pass
+            if server.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"streamlit did not start: see {ARTIFACTS / 'streamlit.log'}")
+            time.sleep(0.3)
+        yield url
+    finally:
+        server.terminate()
+        try:
+            server.wait(10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+
+
+def _idle(page) -> None:
+    """Wait until the app's script has finished reacting to the last interaction."""
+    page.wait_for_timeout(500)  # let the rerun start first
+    page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=RUN_TIMEOUT_MS)
+
+
+def _no_exception(page) -> None:
+    boxes = page.locator("[data-testid='stException']")
+    assert boxes.count() == 0, boxes.first.inner_text()
+
+
+def _set_number(page, label: str, value: int) -> None:
+    field = page.get_by_role("spinbutton", name=label)
+    field.fill(str(value))
+    field.press("Enter")
+    _idle(page)
+
+
+def _hover_heatmap(page) -> str:
+    """Move over the middle of the first heatmap and return the hover label's text."""
+    box = page.locator(".js-plotly-plot .nsewdrag").first.bounding_box()
+    page.mouse.move(box["x"] + box["width"] * 0.3, box["y"] + box["height"] * 0.5)
+    page.wait_for_selector(".hoverlayer .hovertext", timeout=10_000)
+    return page.locator(".hoverlayer .hovertext").first.text_content()
+
+
+def test_paste_run_and_compare(app_url):
+    from playwright.sync_api import sync_playwright
+
+    from ccviz import POLICIES
+
+    document = (ROOT / "assets" / "samples" / "reasoning_prompt.md").read_text(encoding="utf-8")  # the shortest sample
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1500, "height": 2400})
+        try:
+            page.goto(app_url)
+            page.wait_for_selector("[data-testid='stApp']")
+            _idle(page)
+
+            # Run & retention: paste the document, counter_causal_fast is the default policy.
+            box = page.get_by_role("textbox", name="Document or prompt")
+            box.fill(document)
+            box.press("Control+Enter")
+            _idle(page)
+            _set_number(page, "Cache size J", 64)
+            _set_number(page, "Max new tokens", 16)
+            assert POLICIES["counter_causal_fast"].summary in page.locator("[data-testid='stSidebar']").inner_text()
+            page.get_by_role("button", name="Run", exact=True).click()
+            page.wait_for_selector(".js-plotly-plot", timeout=RUN_TIMEOUT_MS)
+            _idle(page)
+            _no_exception(page)
+            hover = _hover_heatmap(page)
+            assert "refresh" in hover and "t = " in hover and "score" in hover, hover
+            page.screenshot(path=str(ARTIFACTS / "run_page.png"))
+
+            # Compare: A = sliding, B = counter_causal_fast by default; the document carries over.
+            page.get_by_role("link", name="Compare").click()
+            page.wait_for_selector("text=Compare policies")
+            _idle(page)
+            assert page.get_by_role("textbox", name="Document or prompt").input_value() == document
+            sidebar = page.locator("[data-testid='stSidebar']").inner_text()
+            assert POLICIES["sliding"].summary in sidebar and POLICIES["counter_causal_fast"].summary in sidebar
+            _set_number(page, "Cache size J", 64)
+            _set_number(page, "Max new tokens", 16)
+            page.get_by_role("button", name="Run all").click()
+            page.wait_for_selector("text=Kept-set overlap", timeout=RUN_TIMEOUT_MS)
+            _idle(page)
+            _no_exception(page)
+            assert page.locator(".js-plotly-plot").count() >= 2  # the side-by-side heatmaps and the overlap matrix
+            page.screenshot(path=str(ARTIFACTS / "compare_page.png"))
+        except Exception:
+            page.screenshot(path=str(ARTIFACTS / "failure.png"))
+            raise
+        finally:
+            browser.close()

@@ -1,0 +1,282 @@
+"""Figure and HTML builders, checked against hand-made traces whose answers are known."""
+
+import math
+from html.parser import HTMLParser
+
+import numpy as np
+import pytest
+
+from ccviz import CcvizError, generate
+from ccviz.figures import (
+    comparison_heatmaps,
+    cycle_context_html,
+    eviction_cycles,
+    highlight_html,
+    jaccard_matrix,
+    latest_scores,
+    overlap_heatmap,
+    per_token,
+    phrase_survival,
+    recorded_values,
+    retention_grid,
+    retention_heatmap,
+    run_summary,
+    sentence_html,
+    split_sentences,
+    survival_html,
+)
+from ccviz.trace import Cycle, TokenRecord, Trace
+
+TEXTS = ["<sys>", "The", " key", " is", " <b>42</b>", ".", " Keep", " it", " & go", ".", " OK", "!"]
+
+
+def _trace() -> Trace:
+    """12 tokens (10 prompt, 2 generated), 1 frozen, three refreshes with known survivors."""
+    tokens = [TokenRecord(t=i, id=100 + i, text=text, source="prompt" if i < 10 else "generated") for i, text in enumerate(TEXTS)]
+    cycles = [
+        Cycle(index=0, step=4, phase="prefill", candidates=[1, 2, 3], kept=[0, 1, 2, 3],
+              scores={"surprise": [0.5, 2.0, 1.0]}, seconds=0.01),
+        Cycle(index=1, step=8, phase="prefill", candidates=[1, 2, 3, 4, 5, 6, 7], kept=[0, 2, 4, 7],
+              scores={"surprise": [0.1, 3.0, 0.2, 5.0, 0.0, 0.3, math.inf]}, seconds=0.02),
+        Cycle(index=2, step=11, phase="decode", candidates=[2, 4, 7, 8, 9, 10], kept=[0, 4, 9, 10],
+              scores={"surprise": [1.0, 6.0, -1.0, 0.5, 2.0, math.inf]}, seconds=0.03),
+    ]
+    return Trace(
+        config={"policy": "counter_causal_fast", "cache_size": 3, "chunk_size": 4, "frozen": 1, "recent": 0},
+        tokens=tokens, cycles=cycles, output_text=" OK!",
+        timings={"prefill_seconds": 1.0, "decode_seconds": 0.5, "refresh_seconds": 0.06, "total_seconds": 1.6},
+        peak_cache_length=8, stop_reason="eos",
+    )
+
+
+class _Spans(HTMLParser):
+    """Collects (text, style, title) of the token spans inside the view's box (after the legend)."""
+
+    def __init__(self):
+        super().__init__()
+        self.depth, self.box, self.spans, self.current = 0, False, [], None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "div":
+            self.box = "overflow-y" in (attrs.get("style") or "")
+        elif tag == "span" and self.box:
+            self.current = [attrs.get("style") or "", attrs.get("title") or "", ""]
+
+    def handle_data(self, data):
+        if self.current is not None:
+            self.current[2] += data
+
+    def handle_endtag(self, tag):
+        if tag == "span" and self.current is not None:
+            style, title, text = self.current
+            self.spans.append((text, style, title))
+            self.current = None
+
+
+def _spans(html: str) -> list[tuple[str, str, str]]:
+    parser = _Spans()
+    parser.feed(html)
+    return parser.spans
+
+
+# ----- retention heatmap ----------------------------------------------------------------------
+def test_heatmap_cells_are_the_kept_timesteps_of_each_refresh():
+    trace = _trace()
+    grid = retention_grid(trace)
+    assert grid.rows == [0, 1, 2]
+    assert grid.timesteps.tolist() == [[0, 1, 2, 3], [0, 2, 4, 7], [0, 4, 9, 10]]
+    assert grid.z.tolist() == grid.timesteps.astype(float).tolist()
+    assert grid.customdata.shape == (3, 4, 2) and grid.customdata.dtype == np.float32
+    assert grid.customdata[:, :, 0].tolist() == grid.timesteps.astype(float).tolist()
+    fig = retention_heatmap(trace)
+    heat = fig.data[0]
+    assert np.asarray(heat.customdata).ndim == 3  # Plotly 6+: 2-D customdata prints the literal placeholder
+    assert "%{customdata[0]}" in heat.hovertemplate and "%{text}" in heat.hovertemplate
+    assert np.array_equal(np.asarray(heat.z), grid.z)
+    assert fig.layout.yaxis.autorange == "reversed"  # the first refresh at the top
+
+
+def test_heatmap_pads_short_rows_and_hover_text_is_escaped():
+    trace = _trace()
+    trace.cycles[0].kept = [0, 1]
+    trace.cycles[0].candidates = [1]
+    trace.cycles[0].scores = {"surprise": [0.5]}
+    grid = retention_grid(trace)
+    assert grid.timesteps[0].tolist() == [0, 1, -1, -1]
+    assert np.isnan(grid.z[0, 2:]).all()
+    assert grid.text[1][2] == " &lt;b&gt;42&lt;/b&gt;"
+
+
+def test_score_colouring_reads_each_refreshs_score_of_each_kept_token():
+    trace = _trace()
+    grid = retention_grid(trace, colour="score")
+    assert math.isnan(grid.customdata[1, 0, 1])  # frozen: never scored
+    assert grid.customdata[1, 1:, 1].tolist() == [3.0, 5.0, math.inf]
+    assert grid.customdata[2, 1:, 1].tolist() == [6.0, 2.0, math.inf]
+    assert np.isnan(grid.z[1, 0])
+    assert grid.z[1, 3] == np.nanmax(grid.z) == 6.0  # +inf shows at the top of the scale, not as a gap
+
+
+def test_source_colouring_separates_frozen_prompt_and_generated():
+    grid = retention_grid(_trace(), colour="source")
+    assert grid.z[2].tolist() == [0, 1, 1, 2]
+
+
+def test_long_runs_show_every_kth_refresh_but_keep_the_last():
+    trace = _trace()
+    grid = retention_grid(trace, max_cells=8)
+    assert grid.stride == 2 and grid.rows == [0, 2]
+    assert grid.timesteps.tolist() == [[0, 1, 2, 3], [0, 4, 9, 10]]
+
+
+def test_bad_colourings_and_signals_are_user_errors():
+    trace = _trace()
+    with pytest.raises(CcvizError, match="unknown colouring"):
+        retention_grid(trace, colour="rainbow")
+    with pytest.raises(CcvizError, match="no signal 'recency'"):
+        retention_grid(trace, signal="recency")
+    for cycle in trace.cycles:
+        cycle.scores = {}
+    with pytest.raises(CcvizError, match="records no scores"):
+        retention_grid(trace, colour="score")
+
+
+def _long_trace(n: int = 2000, cache: int = 256, chunk: int = 16, frozen: int = 24) -> Trace:
+    """A 2,000-token document under a random-score policy: a realistic size for the browser."""
+    rng = np.random.default_rng(0)
+    tokens = [TokenRecord(t=i, id=i, text=f" word{i % 97}", source="prompt") for i in range(n)]
+    cycles, kept = [], []
+    for step in range(chunk, n + 1, chunk):
+        kept = kept + list(range(step - chunk, step))
+        candidates = kept[frozen:]
+        scores = rng.random(len(candidates))
+        if len(candidates) > cache:
+            best = np.sort(np.argsort(scores)[-cache:])
+            kept = kept[:frozen] + [candidates[i] for i in best]
+        cycles.append(Cycle(index=len(cycles), step=step, phase="prefill", candidates=candidates, kept=list(kept),
+                            scores={"surprise": scores.tolist()}, seconds=0.0))
+    return Trace(config={"policy": "random", "cache_size": cache, "chunk_size": chunk, "frozen": frozen}, tokens=tokens, cycles=cycles)
+
+
+def test_a_2000_token_document_sends_compact_figures():
+    trace = _long_trace()
+    assert len(retention_heatmap(trace).to_json()) < 2_000_000
+    assert len(highlight_html(trace, latest_scores(trace, "surprise"), "surprise")) < 400_000
+    fine = _long_trace(chunk=2)  # 1,000 refreshes: every k-th is shown
+    grid = retention_grid(fine)
+    assert grid.stride > 1 and grid.timesteps.size <= 60_000 and grid.rows[-1] == len(fine.cycles) - 1
+    assert len(retention_heatmap(fine).to_json()) < 2_500_000
+
+
+def test_comparison_shares_one_colour_scale():
+    a, b = _trace(), _trace()
+    b.tokens.append(TokenRecord(t=12, id=1, text="!", source="generated"))
+    b.cycles[-1].kept = [0, 4, 9, 11]
+    fig = comparison_heatmaps([a, b], ["A", "B"])
+    assert len(fig.data) == 2 and {d.coloraxis for d in fig.data} == {"coloraxis"}
+    assert (fig.layout.coloraxis.cmin, fig.layout.coloraxis.cmax) == (0.0, 11.0)
+    with pytest.raises(CcvizError, match="not comparable"):
+        comparison_heatmaps([a, b], ["A", "B"], colour="score")
+
+
+def test_heatmap_of_a_real_run_matches_its_trace(tiny):
+    trace = generate(tiny, "Tell me a story about a lighthouse keeper and a storm.", policy="sliding", cache_size=8, chunk_size=4, max_new_tokens=8)
+    grid = retention_grid(trace)
+    for r, cycle in enumerate(trace.cycles):
+        row = grid.timesteps[r]
+        assert row[row >= 0].tolist() == cycle.kept
+    retention_heatmap(trace, colour="score")
+
+
+# ----- per-token facts ------------------------------------------------------------------------
+def test_eviction_cycles_and_latest_scores():
+    trace = _trace()
+    assert eviction_cycles(trace).tolist() == [-1, 1, 2, 1, -1, 1, 1, 2, 2, -1, -1, -1]
+    scores = latest_scores(trace, "surprise")
+    assert scores[1] == 0.1 and scores[2] == 1.0 and scores[4] == 6.0 and scores[10] == math.inf
+    assert math.isnan(scores[0]) and math.isnan(scores[11])
+    assert set(recorded_values(trace, " (run)")) == {"surprise (run)"}
+    assert per_token([1.0, 2.0], 4)[:2].tolist() == [1.0, 2.0] and np.isnan(per_token([1.0], 3)[1:]).all()
+
+
+# ----- token HTML -----------------------------------------------------------------------------
+@pytest.mark.parametrize("build", [
+    lambda t: highlight_html(t, latest_scores(t, "surprise"), "surprise"),
+    survival_html,
+])
+def test_token_views_hold_every_token_once_and_escape_html(build):
+    trace = _trace()
+    html = build(trace)
+    assert [text for text, _, _ in _spans(html)] == TEXTS
+    assert "<b>42</b>" not in html and "&lt;b&gt;42&lt;/b&gt;" in html
+    assert "& go" not in html and "&amp; go" in html
+
+
+def test_highlight_marks_survivors_and_shows_values_in_tooltips():
+    trace = _trace()
+    spans = _spans(highlight_html(trace, latest_scores(trace, "surprise"), "surprise"))
+    survivors = {i for i, (_, style, _) in enumerate(spans) if "border-bottom" in style}
+    assert survivors == {0, 4, 9, 10, 11}
+    assert "surprise 6" in spans[4][2] and "survived to the end" in spans[4][2]
+    assert "evicted at refresh 1" in spans[1][2]
+    assert "no future visible" in spans[10][2]
+    with pytest.raises(ValueError, match="one value per token"):
+        highlight_html(trace, [1.0], "surprise")
+
+
+def test_survival_view_greys_exactly_the_evicted_tokens():
+    trace = _trace()
+    spans = _spans(survival_html(trace))
+    greyed = {i for i, (_, style, _) in enumerate(spans) if "color:#b5b5b5" in style}
+    assert greyed == {1, 2, 3, 5, 6, 7, 8}
+
+
+def test_cycle_context_shows_the_tokens_so_far_with_their_fate():
+    trace = _trace()
+    spans = _spans(cycle_context_html(trace, 1))
+    assert [text for text, _, _ in spans] == TEXTS[:8]
+    fates = [title.split(" · ")[1] for _, _, title in spans]
+    assert fates[0] == "frozen"
+    assert fates[2] == fates[4] == fates[7] == "kept by refresh 1"
+    assert fates[1] == fates[3] == "evicted by this refresh"
+
+
+# ----- sentences ------------------------------------------------------------------------------
+def test_sentences_split_on_final_punctuation_and_count_survivors():
+    trace = _trace()
+    sentences = split_sentences(trace, latest_scores(trace, "surprise"))
+    assert [(s.start, s.end) for s in sentences] == [(0, 6), (6, 10), (10, 12)]
+    assert [s.kept for s in sentences] == [2, 1, 2]
+    assert sentences[0].mean_value == pytest.approx((0.1 + 1.0 + 0.2 + 6.0 + 0.0) / 5)
+    spans = _spans(sentence_html(trace, latest_scores(trace, "surprise"), "surprise"))
+    assert [text for text, _, _ in spans] == ["".join(TEXTS[0:6]), "".join(TEXTS[6:10]), "".join(TEXTS[10:])]
+    assert "2/6 tokens survived" in spans[0][2]
+
+
+# ----- comparing runs -------------------------------------------------------------------------
+def test_jaccard_of_final_kept_sets():
+    a, b = _trace(), _trace()
+    b.cycles[-1].kept = [0, 4, 7, 8]
+    matrix = jaccard_matrix([a, b])
+    assert matrix.tolist() == [[1.0, 2 / 6], [2 / 6, 1.0]]
+    assert overlap_heatmap([a, b], ["A", "B"]).data[0].z.tolist() == matrix.tolist()
+
+
+def test_phrase_survival_at_a_glance():
+    trace = _trace()
+    assert phrase_survival(trace, "42").status == "kept"
+    assert phrase_survival(trace, "key is").status == "evicted"
+    partly = phrase_survival(trace, "is <b>42")
+    assert partly.status == "partly kept" and partly.tokens == [3, 4] and partly.kept == [4]
+    assert phrase_survival(trace, "THE KEY").status == "evicted"  # case-insensitive
+    assert phrase_survival(trace, "OK").status == "absent"  # generated text is not the prompt
+    assert phrase_survival(trace, "banana").occurrences == 0
+
+
+def test_run_summary_reports_times_and_sizes():
+    summary = run_summary(_trace())
+    assert summary["refreshes"] == 3 and summary["final cache"] == 4 and summary["peak cache"] == 8
+    assert summary["generated"] == 2 and summary["prompt tokens"] == 10
+    assert summary["per refresh (ms)"] == pytest.approx(20.0)
+    assert summary["total (s)"] == 1.6
