@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .envvars import env_int
 from .errors import CcvizError
 
 SCHEMA_VERSION = 1
-MAX_TRACE_BYTES = int(os.environ.get("CCVIZ_MAX_TRACE_MB", "64")) * 2**20
-"""Larger files are refused before parsing: a trace of a 8k-token run is a few MB."""
+MAX_TRACE_MB_ENV = "CCVIZ_MAX_TRACE_MB"
+DEFAULT_MAX_TRACE_MB = 64  # larger files are refused before parsing: a trace of an 8k-token run is a few MB
+
+
+def max_trace_bytes() -> int:
+    return env_int(MAX_TRACE_MB_ENV, DEFAULT_MAX_TRACE_MB) * 2**20
 SOURCES = ("prompt", "generated")
 PHASES = ("prefill", "decode")
 STATUSES = ("complete", "cancelled", "error")
@@ -92,7 +96,7 @@ class Trace:
 
     @classmethod
     def from_json(cls, text: str | bytes) -> "Trace":
-        _expect(len(text) <= MAX_TRACE_BYTES, f"the file is larger than {MAX_TRACE_BYTES // 2**20} MB (CCVIZ_MAX_TRACE_MB)")
+        _expect_size(len(text))
         try:
             data = json.loads(text, parse_constant=_reject_constant)
         except (UnicodeDecodeError, ValueError) as err:
@@ -105,8 +109,7 @@ class Trace:
     def load(cls, path: str | Path) -> "Trace":
         path = Path(path)
         try:
-            size = path.stat().st_size
-            _expect(size <= MAX_TRACE_BYTES, f"the file is larger than {MAX_TRACE_BYTES // 2**20} MB (CCVIZ_MAX_TRACE_MB)")
+            _expect_size(path.stat().st_size)
             raw = path.read_bytes()
         except OSError as err:
             raise CcvizError(f"cannot read trace {str(path)!r}: {err.strerror or err}") from None
@@ -116,6 +119,10 @@ class Trace:
     def from_dict(cls, data: Any) -> "Trace":
         """Validate everything before building: a bad file fails here, never half-way through a figure."""
         _expect(isinstance(data, dict), "the top level must be a JSON object")
+        try:  # a lone surrogate escape ("\ud800") is valid JSON but no text can be shown or saved
+            json.dumps(data, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            _expect(False, "it contains an unpaired UTF-16 surrogate escape (\\ud800-\\udfff)")
         version = data.get("schema_version")
         _expect(
             version == SCHEMA_VERSION,
@@ -156,6 +163,11 @@ def _encode_float(value: float) -> float | str:
     if math.isinf(value):
         return "inf" if value > 0 else "-inf"
     return value
+
+
+def _expect_size(size: int) -> None:
+    limit = max_trace_bytes()
+    _expect(size <= limit, f"the file is larger than {limit // 2**20} MB ({MAX_TRACE_MB_ENV})")
 
 
 def _reject_constant(name: str) -> None:

@@ -5,15 +5,12 @@ import streamlit as st
 from ccviz import CcvizError, Trace
 from ccviz.figures import recorded_values
 from ccviz.ui.state import history
+from ccviz.ui.uploads import read_trace
 from ccviz.ui.views import compare_view, download_trace, retention_view, signal_views
 
 MAX_COMPARED = 4
-
-
-@st.cache_data(max_entries=8, show_spinner=False)
-def parse_trace(data: bytes) -> Trace:
-    """Validate and load a trace file (cached: switching views never re-parses)."""
-    return Trace.from_json(data)
+# Validated traces by file contents: switching views never re-parses (refused files are not cached).
+parse_trace = st.cache_data(max_entries=8, show_spinner=False)(read_trace)
 
 
 st.title("Traces")
@@ -33,10 +30,10 @@ uploads = st.file_uploader(
 )
 loaded: list[tuple[str, Trace]] = []
 for upload in uploads or []:
-    try:  # Trace.from_json validates everything, its size limit (CCVIZ_MAX_TRACE_MB) included
-        loaded.append((upload.name, parse_trace(upload.getvalue())))
+    try:  # read_trace validates everything before anything is drawn, the size limit (CCVIZ_MAX_TRACE_MB) included
+        loaded.append((upload.name, parse_trace(upload.name, upload.getvalue())))
     except CcvizError as err:
-        st.error(f"{upload.name}: {err}")
+        st.error(str(err))
 
 if loaded:
     names = [name for name, _ in loaded]

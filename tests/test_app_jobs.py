@@ -6,10 +6,11 @@ import time
 import pytest
 
 from ccviz import CcvizError, generate
-from ccviz.ui.inputs import decode_upload
-from ccviz.ui.jobs import MAX_TOKENS_ENV, Job, ResultStore, RunTask, SurpriseTask, max_tokens
+from ccviz.ui.jobs import Job, ResultStore, RunTask, SurpriseTask
+from ccviz.ui.limits import MAX_TOKENS_ENV, max_tokens
 from ccviz.ui.options import option_specs
 from ccviz.ui.samples import load_samples
+from ccviz.ui.uploads import decode_document
 
 STORY = "Once upon a time a lighthouse keeper counted the ships that passed his rock every night. " * 20
 
@@ -103,13 +104,13 @@ def test_token_limits_are_checked_before_anything_runs(tiny, monkeypatch):
 
 
 def test_uploads_are_decoded_or_refused_with_a_reason():
-    assert decode_upload("a.txt", "\ufeffhello".encode("utf-8"), 1024) == "hello"
+    assert decode_document("a.txt", "\ufeffhello".encode("utf-8"), 1024) == "hello"
     with pytest.raises(CcvizError, match="not UTF-8"):
-        decode_upload("a.txt", b"\xff\xfe\x00a", 1024)
+        decode_document("a.txt", b"\xff\xfe\x00a", 1024)
     with pytest.raises(CcvizError, match="limited to 1 KB"):
-        decode_upload("a.txt", b"x" * 2048, 1024)
+        decode_document("a.txt", b"x" * 2048, 1024)
     with pytest.raises(CcvizError, match="empty"):
-        decode_upload("a.txt", b"  \n", 1024)
+        decode_document("a.txt", b"  \n", 1024)
 
 
 def test_option_widgets_follow_the_policy_dataclass_fields():

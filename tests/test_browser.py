@@ -3,10 +3,14 @@
 Pastes a sample document, runs counter_causal_fast on the Run page and counter_causal_fast against
 sliding on the Compare page, and checks each heatmap rendered (with a working hover) and no exception
 box appeared. Screenshots go to test-artifacts/ for a human to look at.
+
+A second server on the tiny random model checks what AppTest cannot: Streamlit's own range message,
+a real file upload, markup in a document staying inert, and a tab closed mid-run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -35,12 +39,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def app_url():
+@contextlib.contextmanager
+def _serve(env: dict[str, str], log_name: str):
+    """`streamlit run app.py` on a free port with ``env``; yields its URL once healthy."""
     ARTIFACTS.mkdir(exist_ok=True)
     port = _free_port()
-    env = {k: v for k, v in os.environ.items() if k != "CCVIZ_MODEL"}  # the real SmolLM2
-    log = open(ARTIFACTS / "streamlit.log", "w")
+    log = open(ARTIFACTS / log_name, "w")
     server = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
          "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
@@ -56,7 +60,7 @@ def app_url():
             except OSError:
                 pass
             if server.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"streamlit did not start: see {ARTIFACTS / 'streamlit.log'}")
+                pytest.fail(f"streamlit did not start: see {ARTIFACTS / log_name}")
             time.sleep(0.3)
         yield url
     finally:
@@ -66,6 +70,12 @@ def app_url():
         except subprocess.TimeoutExpired:
             server.kill()
         log.close()
+
+
+@pytest.fixture(scope="module")
+def app_url():
+    with _serve({k: v for k, v in os.environ.items() if k != "CCVIZ_MODEL"}, "streamlit.log") as url:  # the real SmolLM2
+        yield url
 
 
 def _idle(page) -> None:
@@ -141,6 +151,90 @@ def test_paste_run_and_compare(app_url):
             page.screenshot(path=str(ARTIFACTS / "compare_page.png"))
         except Exception:
             page.screenshot(path=str(ARTIFACTS / "failure.png"))
+            raise
+        finally:
+            browser.close()
+
+
+HOSTILE = 'Notes <img src=x onerror="window.__pwned=1"> and <script>window.__pwned=2</script> end \x07.'
+
+
+@pytest.fixture(scope="module")
+def tiny_app_url():
+    """The app on the tiny random model, stopping a closed tab's run after 1 s (for the reliability test)."""
+    env = {**os.environ, "CCVIZ_MODEL": "tiny-random", "CCVIZ_ABANDON_SECONDS": "1", "CCVIZ_MAX_TOKENS": "9000"}
+    with _serve(env, "streamlit-tiny.log") as url:
+        yield url
+
+
+def _open(browser, url: str):
+    page = browser.new_page(viewport={"width": 1400, "height": 1800})
+    page.goto(url)
+    page.wait_for_selector("[data-testid='stApp']")
+    _idle(page)
+    return page
+
+
+def test_bad_input_markup_and_a_closed_tab(tiny_app_url):
+    """What AppTest cannot see: Streamlit's range message, a real upload, markup in the page, a closed tab."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = _open(browser, tiny_app_url)
+        try:
+            _set_number(page, "Cache size J", -3)
+            assert "allowed range" in page.locator("[data-testid='stSidebar']").inner_text()
+            _set_number(page, "Cache size J", 16)
+            _set_number(page, "Max new tokens", 8)
+
+            box = page.get_by_role("textbox", name="Document or prompt")
+            before = box.input_value()
+            page.locator("input[type='file']").set_input_files(
+                files=[{"name": "photo.txt", "mimeType": "text/plain", "buffer": b"\x89PNG\r\n\x1a\n\xff\xfe"}]
+            )
+            _idle(page)
+            assert "photo.txt is not UTF-8 text" in page.locator("[data-testid='stAlert']").first.inner_text()
+            assert box.input_value() == before  # the user's text is kept
+
+            box.fill(HOSTILE)
+            box.press("Control+Enter")
+            _idle(page)
+            page.get_by_role("button", name="Run", exact=True).click()
+            page.wait_for_selector(".js-plotly-plot", timeout=RUN_TIMEOUT_MS)
+            _idle(page)
+            _no_exception(page)
+            assert page.evaluate("window.__pwned") is None  # nothing in the document ran
+            assert "<script>window.__pwned=2</script>" in page.locator("[data-testid='stHtml']").first.inner_text()
+
+            page.get_by_role("link", name="Traces").click()
+            page.wait_for_selector("text=Open trace files")
+            _idle(page)
+            page.locator("input[type='file']").set_input_files(
+                files=[{"name": "random.json", "mimeType": "application/json", "buffer": bytes(range(256))}]
+            )
+            _idle(page)
+            assert "random.json: not a ccviz trace" in page.locator("[data-testid='stAlert']").first.inner_text()
+            assert page.locator(".js-plotly-plot").count() == 0
+            _no_exception(page)
+
+            # A tab closed mid-run: its run is stopped, so another tab's run does not wait for it.
+            page.get_by_role("link", name="Run & retention").click()
+            page.wait_for_selector("text=Run & retention")
+            _idle(page)
+            _set_number(page, "Max new tokens", 8000)
+            page.get_by_role("button", name="Run", exact=True).click()
+            page.wait_for_selector("text=refreshes", timeout=RUN_TIMEOUT_MS)
+            page.close()
+            page = _open(browser, tiny_app_url)
+            _set_number(page, "Cache size J", 16)
+            _set_number(page, "Max new tokens", 8)
+            page.get_by_role("button", name="Run", exact=True).click()
+            page.wait_for_selector(".js-plotly-plot", timeout=RUN_TIMEOUT_MS)
+            _no_exception(page)
+            assert "stopping a run whose browser session has been gone" in (ARTIFACTS / "streamlit-tiny.log").read_text()
+        except Exception:
+            page.screenshot(path=str(ARTIFACTS / "reliability-failure.png"))
             raise
         finally:
             browser.close()

@@ -5,7 +5,7 @@ sees for a live run and for a reloaded trace is identical.
 """
 
 from .compare import PhraseSurvival, jaccard_matrix, overlap_heatmap, phrase_survival, run_summary
-from .data import eviction_cycles, latest_scores, per_token, recorded_values, signals, survived
+from .data import eviction_cycles, latest_scores, per_token, recorded_values, signals, survived, visible_text
 from .retention import COLOURINGS, RetentionGrid, comparison_heatmaps, retention_grid, retention_heatmap
 from .sentences import Sentence, sentence_html, split_sentences
 from .tokens import cycle_context_html, highlight_html, survival_html
@@ -33,4 +33,5 @@ __all__ = [
     "split_sentences",
     "survival_html",
     "survived",
+    "visible_text",
 ]

@@ -9,7 +9,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ..trace import Trace
-from .data import survived
+from .data import plot_label, survived
 
 
 def jaccard_matrix(traces: Sequence[Trace]) -> np.ndarray:
@@ -26,9 +26,10 @@ def jaccard_matrix(traces: Sequence[Trace]) -> np.ndarray:
 def overlap_heatmap(traces: Sequence[Trace], labels: Sequence[str]) -> go.Figure:
     """The Jaccard matrix as an annotated heatmap."""
     matrix = jaccard_matrix(traces)
+    names = [plot_label(label) for label in labels]
     fig = go.Figure(
         go.Heatmap(
-            z=matrix, x=list(labels), y=list(labels), zmin=0.0, zmax=1.0, colorscale="Blues",
+            z=matrix, x=names, y=names, zmin=0.0, zmax=1.0, colorscale="Blues",
             text=np.round(matrix, 2), texttemplate="%{text}", hovertemplate="%{y} vs %{x}: Jaccard %{z:.3f}<extra></extra>",
             colorbar=dict(title="Jaccard"),
         )

@@ -7,6 +7,8 @@ live run shows.
 
 from __future__ import annotations
 
+import html
+
 import numpy as np
 
 from ..trace import Trace
@@ -92,12 +94,30 @@ def robust_range(values: np.ndarray, low: float = 2.0, high: float = 98.0) -> tu
     return lo, hi
 
 
+# Control characters as their Unicode "control pictures" (U+2400 block): a token such as "\x1b" or
+# "\x07" is then seen as text instead of vanishing or upsetting the page. Running text keeps its
+# line breaks and tabs; one-line labels show those as symbols too.
+_CONTROL_PICTURES = {code: 0x2400 + code for code in range(32)} | {0x7F: 0x2421}
+TEXT_CONTROLS = {code: pic for code, pic in _CONTROL_PICTURES.items() if chr(code) not in "\n\t\r"}
+LABEL_CONTROLS = _CONTROL_PICTURES | {ord("\n"): "↵", ord("\t"): "⇥"}
+
+
+def visible_text(text: str) -> str:
+    """Running text with its control characters (other than line breaks and tabs) made visible."""
+    return text.translate(TEXT_CONTROLS)
+
+
 def piece(text: str, limit: int | None = None) -> str:
-    """A token's text made visible for labels: newlines and tabs as symbols, optionally truncated."""
-    shown = text.replace("\n", "↵").replace("\t", "⇥")
+    """A token's text made visible for one-line labels: every control character as a symbol, optionally truncated."""
+    shown = text.translate(LABEL_CONTROLS)
     if limit is not None and len(shown) > limit:
         shown = shown[: limit - 1] + "…"
     return shown
+
+
+def plot_label(value: object, limit: int | None = None) -> str:
+    """Any value as plain text for Plotly, whose labels read a subset of HTML: escaped, controls visible."""
+    return html.escape(piece(str(value), limit))
 
 
 def per_token(values: list[float] | np.ndarray, n_tokens: int) -> np.ndarray:

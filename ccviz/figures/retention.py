@@ -8,7 +8,6 @@ truncated. Very long runs show every k-th refresh so the figure stays under ``MA
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass
 from typing import Literal, Sequence, get_args
 
@@ -18,7 +17,7 @@ from plotly.subplots import make_subplots
 
 from ..errors import CcvizError
 from ..trace import Trace
-from .data import cycle_scores, frozen_count, piece, robust_range, signals
+from .data import cycle_scores, frozen_count, plot_label, robust_range, signals
 
 Colouring = Literal["timestep", "score", "source"]
 COLOURINGS: tuple[str, ...] = get_args(Colouring)
@@ -88,7 +87,7 @@ def retention_grid(
         custom[r, : len(kept), 0] = kept
         if signal is not None:
             custom[r, : len(kept), 1] = cycle_scores(trace, index, signal, kept)
-        text[r][: len(kept)] = [html.escape(piece(trace.tokens[t].text, HOVER_CHARS)) for t in kept]
+        text[r][: len(kept)] = [plot_label(trace.tokens[t].text, HOVER_CHARS) for t in kept]
     filled = timesteps >= 0
     z = np.full(timesteps.shape, np.nan, dtype=np.float32)
     if colour == "timestep":
@@ -128,7 +127,7 @@ def _colour_axis(colour: Colouring, grid: RetentionGrid, zrange: tuple[float, fl
             colorbar=dict(title="source", tickvals=[0, 1, 2], ticktext=list(SOURCE_LABELS)),
         )
     lo, hi = zrange if zrange is not None else robust_range(grid.z)
-    return dict(colorscale=SCORE_SCALE, cmin=lo, cmax=hi, colorbar=dict(title=grid.signal or "score"))
+    return dict(colorscale=SCORE_SCALE, cmin=lo, cmax=hi, colorbar=dict(title=plot_label(grid.signal or "score")))
 
 
 def _height(n_rows: int) -> int:
@@ -140,7 +139,7 @@ def _subtitle(trace: Trace, grid: RetentionGrid) -> str:
     parts = [f"J={c.get('cache_size')}", f"h={c.get('chunk_size')}", f"frozen={c.get('frozen')}", f"{len(trace.cycles)} refreshes"]
     if grid.stride > 1:
         parts.append(f"every {grid.stride}th refresh shown")
-    return "  ·  ".join(parts)
+    return plot_label("  ·  ".join(parts))
 
 
 def retention_heatmap(
@@ -155,7 +154,7 @@ def retention_heatmap(
     fig = go.Figure(_heatmap_trace(grid))
     fig.update_layout(
         coloraxis=_colour_axis(colour, grid, zrange),
-        title=dict(text=f"{trace.config.get('policy', '?')}<br><sup>{_subtitle(trace, grid)}</sup>", x=0.0),
+        title=dict(text=f"{plot_label(trace.config.get('policy', '?'))}<br><sup>{_subtitle(trace, grid)}</sup>", x=0.0),
         height=_height(len(grid.rows)),
         margin=dict(l=60, r=20, t=70, b=50),
         xaxis=dict(title="cache slot (position order)", showgrid=False, zeroline=False),
@@ -175,7 +174,7 @@ def comparison_heatmaps(
         raise CcvizError("give one label per trace, and at least one trace")
     grids = [retention_grid(trace, colour, max_cells=max(1, max_cells // len(traces))) for trace in traces]
     top = float(max(max(int(g.timesteps.max(initial=0)), 1) for g in grids))
-    fig = make_subplots(rows=1, cols=len(traces), subplot_titles=list(labels), horizontal_spacing=0.03)
+    fig = make_subplots(rows=1, cols=len(traces), subplot_titles=[plot_label(label) for label in labels], horizontal_spacing=0.03)
     for i, grid in enumerate(grids, start=1):
         fig.add_trace(_heatmap_trace(grid), row=1, col=i)
         fig.update_yaxes(autorange="reversed", showgrid=False, zeroline=False, row=1, col=i, showticklabels=i == 1)

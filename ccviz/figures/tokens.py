@@ -2,7 +2,8 @@
 
 Each view is one self-contained HTML string (inline ``style`` and native ``title`` tooltips, no
 JavaScript), so ``st.html`` can show a 2,000-token document as a single element instead of
-thousands of widgets. Every token appears exactly once and all token text is HTML-escaped.
+thousands of widgets. Every token appears exactly once; all token text is HTML-escaped and its
+control characters are drawn as symbols, so markup or escape codes in a document show as text.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from ..trace import Trace
-from .data import NEVER, eviction_cycles, frozen_count, piece, robust_range
+from .data import NEVER, eviction_cycles, frozen_count, piece, robust_range, visible_text
 
 CONTAINER = (
     "font-family:ui-sans-serif,system-ui,sans-serif;font-size:0.95rem;line-height:1.9;"
@@ -59,7 +60,7 @@ def render_spans(texts: Sequence[str], styles: Sequence[str], titles: Sequence[s
     spans = []
     for text, style, title in zip(texts, styles, titles, strict=True):
         style_attr = f' style="{html.escape(style)}"' if style else ""
-        spans.append(f'<span{style_attr} title="{html.escape(title)}">{html.escape(text)}</span>')
+        spans.append(f'<span{style_attr} title="{html.escape(visible_text(title))}">{html.escape(visible_text(text))}</span>')
     head = f'<div style="{LEGEND}">{legend}</div>' if legend else ""
     return f'{head}<div style="{CONTAINER}">{"".join(spans)}</div>'
 

@@ -9,18 +9,17 @@ written into session state before the widget (``setdefault``) are lost on the fi
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import streamlit as st
 
 from ..errors import CcvizError
 from ..policies import POLICIES
+from .limits import DEFAULT_MAX_TOKENS, MAX_TOKENS_ENV, max_tokens, max_upload_bytes
 from .options import option_specs
 from .samples import Sample, load_samples
+from .uploads import decode_document
 
-MAX_UPLOAD_ENV = "CCVIZ_MAX_UPLOAD_KB"
-DEFAULT_MAX_UPLOAD_KB = 512
 DEFAULT_TEXT = (
     "The museum's night guard, Tomas, keeps the spare key to the east wing in a blue tin under the reception desk. "
     "Every evening he walks the galleries twice, checks the windows, and writes the temperature of each room in a logbook.\n\n"
@@ -32,14 +31,6 @@ SESSION = "session"  # widget values survive page switches
 @st.cache_data(show_spinner=False)
 def _samples() -> list[Sample]:
     return load_samples()
-
-
-def max_upload_bytes() -> int:
-    raw = os.environ.get(MAX_UPLOAD_ENV, "").strip()
-    try:
-        return 1024 * (int(raw) if raw else DEFAULT_MAX_UPLOAD_KB)
-    except ValueError:
-        raise CcvizError(f"{MAX_UPLOAD_ENV} must be a whole number of kilobytes, got {raw!r}") from None
 
 
 def _load_sample() -> None:
@@ -54,27 +45,12 @@ def _load_sample() -> None:
     st.session_state["cmp.phrase"] = sample.key_phrase
 
 
-def decode_upload(name: str, data: bytes, limit: int) -> str:
-    """The text of an uploaded document, or a one-line reason why it cannot be used."""
-    if len(data) > limit:
-        raise CcvizError(f"{name} is {len(data) // 1024} KB: documents are limited to {limit // 1024} KB ({MAX_UPLOAD_ENV})")
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise CcvizError(f"{name} is not UTF-8 text: save it as plain UTF-8 (.txt or .md)") from None
-    if "\x00" in text:
-        raise CcvizError(f"{name} looks like a binary file, not text")
-    if not text.strip():
-        raise CcvizError(f"{name} is empty")
-    return text
-
-
 def _load_upload() -> None:
     upload = st.session_state.get("up.doc")
     if upload is None:
         return
     try:
-        st.session_state["doc.text"] = decode_upload(upload.name, upload.getvalue(), max_upload_bytes())
+        st.session_state["doc.text"] = decode_document(upload.name, upload.getvalue(), max_upload_bytes())
     except CcvizError as err:
         st.session_state["doc.error"] = str(err)  # the text box keeps what the user had
 
@@ -132,23 +108,32 @@ def policy_input(key: str, default: str | None = None, label: str = "Policy") ->
     return policy, tuple(options)
 
 
+def _token_ceiling() -> int:
+    """The widgets' upper bound: the app's token limit (a badly set variable is reported when Run is clicked)."""
+    try:
+        return max_tokens()
+    except CcvizError:
+        return DEFAULT_MAX_TOKENS
+
+
 def budget_input(prefix: str, default_cache: int = 128) -> dict[str, Any]:
     """J, h, frozen and recent: the cache budget of a run."""
+    top = _token_ceiling()
     cache_size = st.number_input(
-        "Cache size J", value=default_cache, min_value=1, step=8, key=f"{prefix}.J", persist_state=SESSION,
-        help="Entries that survive each refresh, not counting the frozen prefix.",
+        "Cache size J", value=min(default_cache, top), min_value=1, max_value=top, step=8, key=f"{prefix}.J", persist_state=SESSION,
+        help=f"Entries that survive each refresh, not counting the frozen prefix (at most {top}, {MAX_TOKENS_ENV}).",
     )
     chunk = st.number_input(
-        "Chunk size h", value=None, min_value=1, step=4, key=f"{prefix}.h", placeholder="J/4", persist_state=SESSION,
-        help="A refresh happens after every h processed tokens (empty: J/4, as in the paper).",
+        "Chunk size h", value=None, min_value=1, max_value=top, step=4, key=f"{prefix}.h", placeholder="J/4", persist_state=SESSION,
+        help="A refresh happens after every h processed tokens (empty: J/4, as in the paper); at most J.",
     )
     frozen = st.number_input(
-        "Frozen prefix", value=None, min_value=0, step=1, key=f"{prefix}.frozen", placeholder="auto", persist_state=SESSION,
+        "Frozen prefix", value=None, min_value=0, max_value=top, step=1, key=f"{prefix}.frozen", placeholder="auto", persist_state=SESSION,
         help="Leading entries never evicted (empty: the chat template's system prompt; 0 in raw mode).",
     )
     recent = st.number_input(
-        "Recent R", value=None, min_value=0, step=1, key=f"{prefix}.recent", placeholder="policy default", persist_state=SESSION,
-        help="Trailing entries always kept (empty: the policy's default).",
+        "Recent R", value=None, min_value=0, max_value=top, step=1, key=f"{prefix}.recent", placeholder="policy default", persist_state=SESSION,
+        help="Trailing entries always kept (empty: the policy's default); at most J.",
     )
     return dict(
         cache_size=int(cache_size), chunk_size=None if chunk is None else int(chunk),
@@ -158,7 +143,11 @@ def budget_input(prefix: str, default_cache: int = 128) -> dict[str, Any]:
 
 def decoding_input(prefix: str, default_new: int = 64) -> dict[str, Any]:
     """Max new tokens and greedy or seeded sampling."""
-    max_new = st.number_input("Max new tokens", value=default_new, min_value=1, step=16, key=f"{prefix}.max_new", persist_state=SESSION)
+    top = _token_ceiling()
+    max_new = st.number_input(
+        "Max new tokens", value=min(default_new, top), min_value=1, max_value=top, step=16, key=f"{prefix}.max_new", persist_state=SESSION,
+        help=f"Prompt plus new tokens may not exceed {top} per run ({MAX_TOKENS_ENV}).",
+    )
     sample = st.toggle("Sampling (off: greedy)", value=False, key=f"{prefix}.sample", persist_state=SESSION)
     settings: dict[str, Any] = dict(max_new_tokens=int(max_new), do_sample=bool(sample))
     if sample:

@@ -10,8 +10,9 @@ No Streamlit import here: this is plain Python, tested without the app.
 
 from __future__ import annotations
 
-import os
+import logging
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
@@ -21,28 +22,13 @@ from ..errors import CcvizError
 from ..models import LoadedModel
 from ..signals import document_attention, document_surprise
 from ..trace import Trace
+from .limits import DEFAULT_ABANDON_SECONDS, DEFAULT_RESULT_CACHE, MAX_TOKENS_ENV
 
-MAX_TOKENS_ENV = "CCVIZ_MAX_TOKENS"
-DEFAULT_MAX_TOKENS = 4096  # prompt + new tokens: keeps a 2-core machine answering in seconds
-STORE_SIZE = 32
+log = logging.getLogger(__name__)
 # One task computes at a time in this process. Torch already spreads one forward pass over every core;
 # two runs at once (two browser sessions) would oversubscribe them, which on 2 cores makes small
 # forward passes up to 100x slower. Queued runs wait their turn instead, and can be cancelled meanwhile.
 _COMPUTE = threading.Lock()
-
-
-def max_tokens() -> int:
-    """The app's token limit per run (``$CCVIZ_MAX_TOKENS``, default 4096)."""
-    raw = os.environ.get(MAX_TOKENS_ENV, "").strip()
-    if not raw:
-        return DEFAULT_MAX_TOKENS
-    try:
-        value = int(raw)
-    except ValueError:
-        raise CcvizError(f"{MAX_TOKENS_ENV} must be a whole number, got {raw!r}") from None
-    if value < 1:
-        raise CcvizError(f"{MAX_TOKENS_ENV} must be at least 1, got {value}")
-    return value
 
 
 class Task(Protocol):
@@ -143,7 +129,7 @@ class AttentionTask:
 class ResultStore:
     """A thread-safe LRU of finished results, keyed by task; holds compact traces, never tensors."""
 
-    def __init__(self, max_entries: int = STORE_SIZE):
+    def __init__(self, max_entries: int = DEFAULT_RESULT_CACHE):
         self.max_entries = max_entries
         self._items: OrderedDict[Any, Any] = OrderedDict()
         self._lock = threading.Lock()
@@ -182,17 +168,26 @@ class Job:
     ``results[i]`` is task i's result (a partial trace if it was cancelled or failed part-way; None
     if it produced nothing); ``errors`` holds one line per failed task. A cancelled job stops after the
     running task and keeps everything done so far.
+
+    ``owner_connected`` says whether the browser session that started the job is still there. A job
+    whose owner has been gone for ``abandon_after`` seconds stops like a cancelled one (``abandoned``
+    is set), so a closed tab never keeps the model busy, or other sessions queued, for a run nobody
+    will see. A shorter disconnection (a network blip the session recovers from) changes nothing.
     """
 
     tasks: list[Any]
     lm: LoadedModel
     store: ResultStore
+    owner_connected: Callable[[], bool] | None = None
+    abandon_after: float = DEFAULT_ABANDON_SECONDS
     results: list[Any] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     progress: Progress = field(default_factory=Progress)
     cancelled: bool = False
+    abandoned: bool = False
     _stop: threading.Event = field(default_factory=threading.Event, repr=False)
     _thread: threading.Thread | None = field(default=None, repr=False)
+    _gone_since: float | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.results = [None] * len(self.tasks)
@@ -227,18 +222,34 @@ class Job:
     def _report(self, refreshes: int, processed: int, total: int) -> None:
         self.progress = Progress(self.progress.task, False, refreshes, processed, total)
 
+    def _should_stop(self) -> bool:
+        """Cancelled, or abandoned by its session; polled by the worker between forward passes."""
+        if self._stop.is_set():
+            return True
+        if self.owner_connected is None or self.owner_connected():
+            self._gone_since = None
+            return False
+        now = time.monotonic()
+        self._gone_since = self._gone_since or now
+        if now - self._gone_since < self.abandon_after:
+            return False
+        self.abandoned = True
+        self._stop.set()
+        log.warning("ccviz: stopping a run whose browser session has been gone for %.0f s", now - self._gone_since)
+        return True
+
     def _wait_turn(self) -> bool:
         """Take the compute lock, polling for a cancel meanwhile; False if cancelled first."""
         while not _COMPUTE.acquire(timeout=0.2):
             self.progress = Progress(self.progress.task, waiting=True)
-            if self._stop.is_set():
+            if self._should_stop():
                 return False
         self.progress = Progress(self.progress.task)
         return True
 
     def _work(self) -> None:
         for i, task in enumerate(self.tasks):
-            if self._stop.is_set():
+            if self._should_stop():
                 self.cancelled = True
                 break
             self.progress = Progress(task=i)
@@ -250,7 +261,7 @@ class Job:
                 self.cancelled = True
                 break
             try:
-                result = task.execute(self.lm, self._report, self._stop.is_set)
+                result = task.execute(self.lm, self._report, self._should_stop)
             except GenerationFailed as err:
                 self.results[i] = err.trace
                 self.errors.append(f"{task.label}: failed part-way ({err}); the completed refreshes are kept")

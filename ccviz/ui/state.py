@@ -13,11 +13,14 @@ from collections import OrderedDict
 from typing import Callable
 
 import streamlit as st
+from streamlit.runtime import Runtime
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from ..errors import CcvizError
 from ..models import LoadedModel
 from ..trace import Trace
-from .jobs import Job, ResultStore, RunTask, max_tokens
+from .jobs import Job, ResultStore, RunTask
+from .limits import abandon_seconds, max_tokens, result_cache_size
 from .model import app_model
 
 HISTORY_SIZE = 24
@@ -27,12 +30,29 @@ POLL_SECONDS = 0.5
 @st.cache_resource
 def result_store() -> ResultStore:
     """Finished results of every session of this process, keyed by full configuration (bounded LRU)."""
-    return ResultStore()
+    return ResultStore(result_cache_size())
+
+
+def session_connected() -> Callable[[], bool]:
+    """Whether this browser session is still connected, callable from any thread.
+
+    Outside a Streamlit server (AppTest, scripts) there is no connection to lose: always True.
+    """
+    ctx = get_script_run_ctx()
+    if ctx is None or not Runtime.exists():
+        return lambda: True
+    runtime, session_id = Runtime.instance(), ctx.session_id
+    return lambda: runtime.is_active_session(session_id)
 
 
 def start_job(page: str, tasks: list) -> Job:
-    """Start the page's job (cached tasks are filled at once) and remember it in the session."""
-    job = Job(tasks=tasks, lm=app_model(), store=result_store()).start()
+    """Start the page's job (cached tasks are filled at once) and remember it in the session.
+
+    The job stops by itself if the session's tab is closed (:attr:`Job.owner_connected`).
+    """
+    job = Job(
+        tasks=tasks, lm=app_model(), store=result_store(), owner_connected=session_connected(), abandon_after=abandon_seconds(),
+    ).start()
     st.session_state[f"job.{page}"] = job
     return job
 

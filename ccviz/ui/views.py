@@ -24,6 +24,7 @@ from ..figures import (
     signals,
     split_sentences,
     survival_html,
+    visible_text,
 )
 from ..trace import Trace
 
@@ -142,7 +143,7 @@ def signal_views(trace: Trace, values: Mapping[str, Sequence[float]], key: str) 
         st.html(sentence_html(trace, chosen, signal))
         table = pd.DataFrame(
             [
-                {"start": s.start, "sentence": s.text.strip()[:160], "tokens": s.tokens, "kept %": round(100 * s.kept_fraction, 1),
+                {"start": s.start, "sentence": visible_text(s.text.strip()[:160]), "tokens": s.tokens, "kept %": round(100 * s.kept_fraction, 1),
                  f"mean {signal or 'signal'}": s.mean_value}
                 for s in split_sentences(trace, chosen)
             ]

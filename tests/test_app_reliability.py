@@ -1,0 +1,439 @@
+"""The app under bad input, concurrent sessions and interrupted runs (issue 7, the app side).
+
+AppTest with the tiny random model drives the pages; upload handling and the job watchdog are also
+tested directly, and the rendering of any trace the loader accepts is checked property-based.
+End to end in chromium (Streamlit's own number-range message, a real upload, a closed tab): test_browser.py.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import threading
+import time
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as hst
+from streamlit.testing.v1 import AppTest
+from test_app import DOC, ROOT, app, charts, set_document, settle  # noqa: F401  (app is a fixture)
+from test_reliability import _without_timings
+from test_trace_hostile import traces
+
+from ccviz import CcvizError, Trace, generate
+from ccviz.figures import (
+    COLOURINGS,
+    comparison_heatmaps,
+    cycle_context_html,
+    highlight_html,
+    overlap_heatmap,
+    phrase_survival,
+    recorded_values,
+    retention_heatmap,
+    run_summary,
+    sentence_html,
+    signals,
+    survival_html,
+)
+from ccviz.policies.sliding import Sliding
+from ccviz.ui.jobs import Job, ResultStore, RunTask
+from ccviz.ui.limits import ABANDON_ENV, MAX_UPLOAD_ENV, RESULT_CACHE_ENV, abandon_seconds, max_upload_bytes, result_cache_size
+from ccviz.ui.state import result_store
+from ccviz.ui.uploads import decode_document, read_trace
+
+HOSTILE = "Tag test <script>window.pwned=1</script> and <img src=x onerror=alert(2)> with a bell \x07 and \x1b[31mred\x1b[0m. Done."
+PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256))
+
+
+def _weights(lm) -> list[torch.Tensor]:
+    return [t.detach().clone() for t in lm.model.state_dict().values()]
+
+
+def _intact(lm, before: list[torch.Tensor]) -> bool:
+    return all(torch.equal(a, b) for a, b in zip(before, lm.model.state_dict().values(), strict=True))
+
+
+def _small_run(at: AppTest, policy: str = "sliding", J: int = 16, h: int = 4, new: int = 8) -> AppTest:
+    at.selectbox(key="run.policy").set_value(policy)
+    at.number_input(key="run.J").set_value(J)
+    at.number_input(key="run.h").set_value(h)
+    at.number_input(key="run.max_new").set_value(new)
+    return at
+
+
+def _wait_for(predicate, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+# ----- uploads --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        (PNG, "not UTF-8 text"),
+        ("café au lait".encode("latin-1"), "not UTF-8 text"),
+        (b"text\x00with a NUL", "looks like a binary file"),
+        (b"x" * (5 * 2**20), "is 5120 KB: documents are limited to 512 KB (CCVIZ_MAX_UPLOAD_KB)"),
+        (b" \n\t ", "is empty"),
+    ],
+)
+def test_bad_documents_are_refused_with_a_reason(data, message):
+    with pytest.raises(CcvizError) as err:
+        decode_document("notes.txt", data, max_upload_bytes())
+    assert message in str(err.value) and str(err.value).startswith("notes.txt ")
+
+
+def test_markup_and_control_characters_in_a_document_are_kept_verbatim():
+    assert decode_document("a.md", HOSTILE.encode(), max_upload_bytes()) == HOSTILE
+
+
+@pytest.mark.parametrize(
+    "env, value, expected",
+    [
+        (MAX_UPLOAD_ENV, "8", lambda: max_upload_bytes() == 8192),
+        (MAX_UPLOAD_ENV, "-1", "CCVIZ_MAX_UPLOAD_KB must be at least 1"),
+        (MAX_UPLOAD_ENV, "1.5", "CCVIZ_MAX_UPLOAD_KB must be a whole number"),
+        (RESULT_CACHE_ENV, "0", "CCVIZ_RESULT_CACHE must be at least 1"),
+        (RESULT_CACHE_ENV, "3", lambda: result_cache_size() == 3),
+        (ABANDON_ENV, "0", lambda: abandon_seconds() == 0),
+        (ABANDON_ENV, "soon", "CCVIZ_ABANDON_SECONDS must be a whole number"),
+    ],
+)
+def test_limit_variables_are_validated(monkeypatch, env, value, expected):
+    monkeypatch.setenv(env, value)
+    if callable(expected):
+        assert expected()
+    else:
+        reader = {MAX_UPLOAD_ENV: max_upload_bytes, RESULT_CACHE_ENV: result_cache_size, ABANDON_ENV: abandon_seconds}[env]
+        with pytest.raises(CcvizError, match=re.escape(expected)):
+            reader()
+
+
+@pytest.fixture(scope="module")
+def good_trace(tiny) -> Trace:
+    return generate(tiny, DOC, policy="counter_causal_fast", cache_size=16, chunk_size=4, max_new_tokens=4)
+
+
+def _edit(trace: Trace, change) -> bytes:
+    data = json.loads(trace.to_json())
+    change(data)
+    return json.dumps(data).encode()
+
+
+BAD_TRACES = {
+    "truncated.json": (lambda t: t.to_json().encode()[:-40], "invalid JSON"),
+    "schema.json": (lambda t: _edit(t, lambda d: d.update(schema_version=2)), "schema_version is 2"),
+    "types.json": (lambda t: _edit(t, lambda d: d["tokens"][0].update(t="zero")), "tokens"),
+    "length.json": (lambda t: _edit(t, lambda d: d["cycles"][-1]["scores"]["surprise"].pop()), "cycles"),
+    "nan.json": (lambda t: t.to_json().replace('"seconds":', '"seconds":NaN,"x":', 1).encode(), "invalid JSON"),
+    "random.json": (lambda t: bytes(range(256)) * 8, "invalid JSON"),
+    "huge.json": (lambda t: b" " * (100 * 2**20), "larger than 64 MB"),
+    "surrogate.json": (lambda t: _edit(t, lambda d: d["tokens"][1].update(text="\ud800")), "unpaired UTF-16 surrogate"),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_TRACES))
+def test_bad_trace_files_are_refused_with_a_reason(good_trace, name):
+    make, message = BAD_TRACES[name]
+    with pytest.raises(CcvizError) as err:
+        read_trace(name, make(good_trace))
+    assert str(err.value).startswith(f"{name}: ") and message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_paired_surrogate_escapes_are_ordinary_text(good_trace):
+    data = _edit(good_trace, lambda d: d["tokens"][1].update(text="\U0001f600"))  # json.dumps writes "\ud83d\ude00"
+    assert b"\\ud83d\\ude00" in data and read_trace("emoji.json", data).tokens[1].text == "\U0001f600"
+
+
+HOSTILE_TEXT = hst.one_of(
+    hst.text(hst.characters(codec=None, categories=["Cc", "Cs", "Lu", "Po", "Sm", "Zs"]), max_size=6),
+    hst.sampled_from(["<script>alert(1)</script>", "<img src=x onerror=alert(1)>", "</span></div>", "&amp;", '"\'>', "\x00"]),
+)
+TAG = re.compile(r"<\s*/?\s*([A-Za-z][\w-]*)")
+
+
+def _plotly_text(fig) -> str:
+    """A figure's JSON with its strings as Plotly reads them (``to_json`` writes "<" as an escape)."""
+    return json.dumps(json.loads(fig.to_json()), ensure_ascii=False)
+
+
+def _every_view(trace: Trace) -> list[str]:
+    """What the pages draw for a trace (the views' own conditions), as the strings sent to the browser."""
+    out: list[str] = []
+    recorded = signals(trace)
+    if trace.cycles:
+        for colour in COLOURINGS:
+            for signal in recorded if colour == "score" else [None]:
+                out.append(_plotly_text(retention_heatmap(trace, colour, signal)))
+        out.append(_plotly_text(comparison_heatmaps([trace, trace], ["<b>a</b>", "b\x1b"])))
+        out += [cycle_context_html(trace, i) for i in range(len(trace.cycles))]
+    out.append(_plotly_text(overlap_heatmap([trace, trace], ["<i>a</i>", "b"])))
+    values = recorded_values(trace)
+    out += [highlight_html(trace, v, name) for name, v in values.items()]
+    out += [survival_html(trace), sentence_html(trace)] + [sentence_html(trace, v, name) for name, v in values.items()]
+    run_summary(trace)  # a table: shown as text by st.dataframe
+    if trace.tokens:
+        phrase_survival(trace, trace.tokens[0].text)
+    return out
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(traces(), hst.data())
+def test_any_accepted_trace_renders_completely_and_as_text(trace, data):
+    """Whatever a file holds, it is either refused or every view draws it, with its text as text."""
+    for tok in trace.tokens:
+        tok.text = data.draw(HOSTILE_TEXT)
+    trace.config["policy"] = data.draw(HOSTILE_TEXT)
+    try:
+        loaded = read_trace("t.json", trace.to_json().encode())
+    except CcvizError as err:
+        assert "surrogate" in str(err)
+        return
+    for shown in _every_view(loaded):
+        shown.encode("utf-8")  # a lone surrogate here would crash the page
+        assert set(TAG.findall(shown)) <= {"span", "div", "br", "sup", "extra"}, shown[:300]  # the views' own tags only
+
+
+# ----- the pages ------------------------------------------------------------------------------------
+
+
+def _shown_as_text(body: str) -> bool:
+    """The document's markup is in the page as text (escaped), and the only tags are the view's own."""
+    text = html.unescape(re.sub(r"<[^>]*>", "", body))
+    return "<script>window.pwned=1</script>" in text and "<img src=x onerror=alert(2)>" in text and set(TAG.findall(body)) <= {"span", "div"}
+
+
+def test_run_page_refuses_bad_uploads_and_stays_usable(app):
+    set_document(app, DOC)
+    app.run()
+    for name, data, message in [("big.txt", b"word " * (2**20), "limited to 512 KB"), ("photo.txt", PNG, "not UTF-8")]:
+        app.file_uploader(key="up.doc").set_value((name, data, "text/plain")).run()
+        assert not app.exception and name in app.error[0].value and message in app.error[0].value
+        assert app.text_area(key="doc.text").value == DOC  # what the user had is kept
+        assert "job.run" not in app.session_state  # nothing runs
+    settle(_small_run(app).button(key="btn.run").click().run())
+    assert not app.exception and not app.error and charts(app)
+
+
+def test_traces_page_refuses_bad_files_without_drawing_them(app, good_trace):
+    app.switch_page("pages/traces.py").run()
+    bad = [(name, make(good_trace), "application/json") for name, (make, _) in BAD_TRACES.items()]
+    app.file_uploader(key="up.traces").set_value(bad).run()
+    assert not app.exception
+    errors = [e.value for e in app.error]
+    assert len(errors) == len(bad) and all(e.startswith(f"{name}: ") for e, (name, _, _) in zip(errors, bad))
+    assert not charts(app) and not app.html and not app.get("button_group")  # nothing partly drawn
+    # The good file among the bad ones is drawn in full; the page keeps working.
+    app.file_uploader(key="up.traces").set_value([("good.json", good_trace.to_json().encode(), "application/json"), bad[0]]).run()
+    assert not app.exception and len(app.error) == 1 and len(charts(app)) == 1 and len(app.html) == 1
+
+
+def test_markup_and_control_characters_render_as_text(app):
+    set_document(app, HOSTILE)
+    settle(_small_run(app, policy="counter_causal_fast").button(key="btn.run").click().run())
+    assert not app.exception and not app.error
+    body = app.html[0].proto.body
+    assert _shown_as_text(body) and "␇" in body and "␛" in body and "\x1b" not in body  # controls shown as symbols
+    assert _escaped_hover(charts(app)[0])
+    app.switch_page("pages/surprise.py").run()
+    settle(app.button(key="btn.surprise").click().run())
+    assert not app.exception and not app.error
+    for mode in ["Highlight", "What survives", "Sentences"]:
+        app.button_group(key="surprise.mode").set_value(mode).run()
+        assert _shown_as_text(app.html[0].proto.body), mode
+    app.switch_page("pages/compare.py").run()
+    for key, value in [("cmp.J", 16), ("cmp.h", 4), ("cmp.max_new", 6)]:
+        app.number_input(key=key).set_value(value)
+    settle(app.button(key="btn.compare").click().run())
+    assert not app.exception and not app.error and _escaped_hover(charts(app)[0])
+
+
+def _escaped_hover(chart) -> bool:
+    """Every heatmap's cell labels (token text) reach Plotly escaped: a raw "<" would be read as markup."""
+    cells = json.dumps([panel["text"] for panel in json.loads(chart.proto.spec)["data"]])
+    return "&lt;" in cells and "<" not in cells
+
+
+@pytest.mark.parametrize(
+    "prepare, message",
+    [
+        (lambda at: at.number_input(key="run.policy.counter_causal_fast.min_gap").set_value(-1), "min_gap"),
+        (lambda at: at.number_input(key="run.policy.counter_causal_fast.smooth").set_value(-4), "smooth"),
+        (lambda at: at.number_input(key="run.frozen").set_value(3000), "larger than the prompt"),
+        (lambda at: at.number_input(key="run.recent").set_value(200), "must not exceed the cache size"),
+        (lambda at: set_document(at, "word " * 9000), "exceeds the model's 8192 positions"),
+        (lambda at: at.number_input(key="run.max_new").set_value(4096), "over this app's limit of 4096 tokens"),
+    ],
+)
+def test_bad_numbers_get_a_message_and_nothing_runs(app, prepare, message):
+    prepare(app)
+    app.button(key="btn.run").click().run()
+    assert not app.exception and message in app.error[0].value
+    assert "job.run" not in app.session_state and "done.run" not in app.session_state
+    set_document(app, DOC)  # fixing the input is enough: the page works as before
+    app.number_input(key="run.frozen").set_value(None)
+    app.number_input(key="run.recent").set_value(None)
+    settle(_small_run(app, policy="sliding").button(key="btn.run").click().run())
+    assert not app.exception and not app.error and charts(app)
+
+
+def test_number_widgets_are_bounded_by_the_token_limit(app, monkeypatch):
+    widget = app.number_input(key="run.J")
+    assert (widget.min, widget.max, widget.value) == (1, 4096, 128)
+    for bad in (-3, 0, 10**9):  # the browser says "outside the allowed range"; the server keeps the last good value
+        app.number_input(key="run.J").set_value(bad).run()
+        assert not app.exception and app.number_input(key="run.J").value == 128
+    monkeypatch.setenv("CCVIZ_MAX_TOKENS", "100")
+    app.run()
+    assert not app.exception and app.number_input(key="run.max_new").max == 100
+    monkeypatch.setenv("CCVIZ_MAX_TOKENS", "lots")
+    app.run()
+    app.button(key="btn.run").click().run()
+    assert not app.exception and "CCVIZ_MAX_TOKENS must be a whole number" in app.error[0].value
+
+
+# ----- concurrency ----------------------------------------------------------------------------------
+
+SESSIONS = [
+    dict(policy="sliding", J=16, h=4, new=16),
+    dict(policy="counter_causal_fast", J=12, h=3, new=12),
+    dict(policy="h2o", J=20, h=5, new=14),
+]
+
+
+def test_three_sessions_running_at_once_get_what_each_gets_alone(monkeypatch):
+    monkeypatch.setenv("CCVIZ_MODEL", "tiny-random")
+    result_store.clear()  # nothing may come from an earlier test's cache: every run computes
+    sessions = [AppTest.from_file(str(ROOT / "app.py"), default_timeout=120) for _ in SESSIONS]
+    for at, config in zip(sessions, SESSIONS):
+        set_document(at.run(), DOC)
+        _small_run(at, **config).run()
+    barrier = threading.Barrier(len(sessions))
+    failures: list[BaseException] = []
+
+    def click(at: AppTest) -> None:
+        try:
+            barrier.wait()
+            settle(at.button(key="btn.run").click().run())
+        except BaseException as err:  # surfaced below: a thread's assertion would otherwise vanish
+            failures.append(err)
+
+    threads = [threading.Thread(target=click, args=(at,)) for at in sessions]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(300)
+    assert not failures, failures
+    jobs = [at.session_state["done.run"] for at in sessions]
+    lm = jobs[0].lm
+    assert all(job.lm is lm for job in jobs)  # one shared model
+    for at, job, config in zip(sessions, jobs, SESSIONS):
+        assert not at.exception and not at.error and charts(at)
+        trace = job.results[0]
+        assert trace.status == "complete" and trace.config["policy"] == config["policy"]
+        task = job.tasks[0]
+        assert _without_timings(trace) == _without_timings(generate(lm, task.prompt, **task.kwargs()))
+
+
+# ----- interruption ---------------------------------------------------------------------------------
+
+
+def test_cancel_keeps_partial_refreshes_viewable_and_the_app_usable(app, monkeypatch):
+    monkeypatch.setenv("CCVIZ_MAX_TOKENS", "9000")  # a run long enough to be caught mid-way
+    set_document(app.run(), DOC)
+    _small_run(app, J=16, h=4, new=8000).button(key="btn.run").click().run()
+    job = app.session_state["job.run"]
+    _wait_for(lambda: job.progress.refreshes >= 5 or not job.running)
+    assert job.running, "the run ended before it could be cancelled"
+    app.run().button(key="cancel.run").click().run()
+    settle(app)
+    trace = app.session_state["done.run"].results[0]
+    assert trace.status == "cancelled" and len(trace.cycles) >= 5
+    assert not app.exception and "cancelled after" in app.warning[0].value
+    assert charts(app) and app.slider(key="run.cycle").max == len(trace.cycles) - 1
+    settle(_small_run(app, J=16, h=4, new=8).button(key="btn.run").click().run())
+    assert not app.exception and app.session_state["done.run"].results[0].status == "complete"
+
+
+def test_a_run_that_fails_part_way_reports_it_and_keeps_its_refreshes(app, monkeypatch):
+    set_document(app, DOC)
+    _small_run(app, J=16, h=4, new=20)
+    settle(app.button(key="btn.run").click().run())
+    before = app.session_state["done.run"].results[0]
+    lm = app.session_state["done.run"].lm
+    weights = _weights(lm)
+
+    calls = {"n": 0}
+    original = Sliding.score_candidates
+
+    def breaks_at_third_refresh(self, model, state):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise RuntimeError("injected failure")
+        return original(self, model, state)
+
+    result_store.clear()
+    monkeypatch.setattr(Sliding, "score_candidates", breaks_at_third_refresh)
+    settle(app.button(key="btn.run").click().run())
+    failed = app.session_state["done.run"].results[0]
+    assert failed.status == "error" and len(failed.cycles) == 2 and "injected failure" in failed.error
+    errors = [e.value for e in app.error]
+    assert not app.exception and any("failed part-way" in e for e in errors)
+    assert charts(app) and app.slider(key="run.cycle").max == 1  # the two completed refreshes are viewable
+
+    monkeypatch.setattr(Sliding, "score_candidates", original)
+    result_store.clear()
+    settle(app.button(key="btn.run").click().run())
+    after = app.session_state["done.run"].results[0]
+    assert _intact(lm, weights) and _without_timings(after) == _without_timings(before)  # the shared model is intact
+
+
+# ----- a closed tab (the job watchdog) ---------------------------------------------------------------
+
+
+def _long_task(tiny, max_new_tokens: int = 3000) -> RunTask:
+    return RunTask(model=tiny.name, prompt=DOC, policy="sliding", cache_size=16, chunk_size=4, max_new_tokens=max_new_tokens)
+
+
+def test_a_run_whose_session_is_gone_stops_and_frees_the_model(tiny):
+    connected = threading.Event()
+    connected.set()
+    orphan = Job([_long_task(tiny)], tiny, ResultStore(), owner_connected=connected.is_set, abandon_after=0.3).start()
+    _wait_for(lambda: orphan.progress.refreshes >= 3)
+    connected.clear()  # the tab is closed
+    queued = Job([_long_task(tiny, max_new_tokens=8)], tiny, ResultStore()).start()
+    assert orphan.wait(30) and queued.wait(30)
+    assert orphan.abandoned and orphan.results[0].status == "cancelled" and len(orphan.results[0].cycles) < 700
+    assert queued.results[0].status == "complete" and not queued.errors
+
+
+def test_a_short_disconnection_does_not_stop_a_run(tiny):
+    blips = iter([True] * 5 + [False] * 5 + [True] * 10**6)  # gone for 5 polls, then back
+    job = Job([_long_task(tiny, max_new_tokens=200)], tiny, ResultStore(), owner_connected=lambda: next(blips), abandon_after=30).start()
+    assert job.wait(60) and not job.abandoned and job.results[0].status == "complete"
+
+
+def test_a_queued_run_of_a_vanished_session_leaves_the_queue(tiny):
+    first = Job([_long_task(tiny)], tiny, ResultStore()).start()
+    _wait_for(lambda: first.progress.refreshes >= 1)
+    connected = threading.Event()
+    connected.set()
+    gone = Job([_long_task(tiny, max_new_tokens=8)], tiny, ResultStore(), owner_connected=connected.is_set, abandon_after=0).start()
+    _wait_for(lambda: gone.progress.waiting)
+    connected.clear()
+    assert gone.wait(10) and gone.abandoned and gone.results == [None]  # left while still waiting its turn
+    assert first.running  # the run holding the model is not disturbed
+    first.cancel()
+    assert first.wait(30)
+
+
+def test_sessions_outside_a_server_never_count_as_gone():
+    from ccviz.ui.state import session_connected
+
+    assert session_connected()()
