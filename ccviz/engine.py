@@ -16,15 +16,17 @@ import torch
 
 from . import __version__
 from .cache import CacheState
-from .capture import CAPTURE_KWARG, Capture, install_hooks
+from .capture import CAPTURE_KWARG, Capture, captures_attention, install_hooks
 from .errors import CcvizError
 from .models import LoadedModel
 from .policies import Policy, make_policy, select_survivors
+from .policies.companions import companions
 from .prompts import encode_prompt
 from .trace import Cycle, TokenRecord, Trace
 
 ProgressCallback = Callable[[int, int, int], None]
 """Called as ``progress(refreshes_done, tokens_processed, tokens_total)`` after every forward pass."""
+RECORD_CHOICES = ("policy", "all")
 
 
 class GenerationFailed(RuntimeError):
@@ -49,6 +51,7 @@ class _Settings:
     seed: int | None
     prefill_step: int
     stop_at_eos: bool
+    companions: list[Policy] = field(default_factory=list)  # scored for the trace only (record="all")
     config: dict[str, Any] = field(default_factory=dict)
 
 
@@ -92,46 +95,67 @@ class _Run:
         self.trace = Trace(config=settings.config)
         self.timings = {"prefill_seconds": 0.0, "decode_seconds": 0.0, "refresh_seconds": 0.0}
         install_hooks(self.model)
+        # The policy and its companions all watch every forward pass; one capture serves them all.
+        self.observers = [settings.policy, *settings.companions]
+        self.needs_hidden = any(p.needs_hidden for p in self.observers)
+        self.attention_needs = [p.attention for p in self.observers if p.attention is not None]
+        if self.attention_needs and not captures_attention(self.model):
+            reader = next(p.name for p in self.observers if p.attention is not None)
+            raise CcvizError(
+                f"{reader!r} reads attention weights, which ccviz captures on SDPA models only: "
+                "load the model with ccviz.load_model (or attn_implementation='sdpa')"
+            )
 
     # ----- one forward over new tokens -------------------------------------------------------
     @torch.inference_mode()
-    def _forward(self, ids: list[int]) -> torch.Tensor:
+    def _forward(self, ids: list[int], logits_to_keep: int = 1) -> torch.Tensor:
+        """Process ``ids``; return the last position's logits, or ``[k, vocab]`` for ``logits_to_keep`` k != 1
+        (0: every position, as teacher-forced perplexity needs)."""
         start = self.processed
         tok = torch.tensor(ids, dtype=torch.long)
         pos = torch.arange(start, start + len(ids), dtype=torch.long)
-        capture = Capture(hidden=self.s.policy.needs_hidden)
+        capture = Capture.for_needs(self.model, self.attention_needs, hidden=self.needs_hidden)
         out = self.model(
             input_ids=tok[None].to(self.device),
             position_ids=pos[None].to(self.device),
             past_key_values=self.state.kv,
             use_cache=True,
-            logits_to_keep=1,
+            logits_to_keep=logits_to_keep,
             **{CAPTURE_KWARG: capture},
         )
         self.state.append(tok, pos, capture.hidden_states)
+        for observer in self.observers:
+            observer.observe(self.model, self.state, capture)
         self.processed += len(ids)
         self.trace.peak_cache_length = max(self.trace.peak_cache_length, len(self.state))
-        return out.logits[0, -1].float()
+        return out.logits[0, -1].float() if logits_to_keep == 1 else out.logits[0].float()
 
     # ----- refresh ---------------------------------------------------------------------------
+    def _score(self, scorer: Policy, candidates: torch.Tensor) -> torch.Tensor:
+        score = scorer.score_candidates(self.model, self.state).to(torch.float32).cpu()
+        if score.shape != candidates.shape:
+            raise RuntimeError(f"policy {scorer.name!r} returned {tuple(score.shape)} scores for {candidates.numel()} candidates")
+        if torch.isnan(score).any():
+            raise RuntimeError(f"policy {scorer.name!r} returned NaN scores")
+        return score
+
     @torch.inference_mode()
     def _refresh(self, phase: str) -> None:
-        started = time.perf_counter()
         state, policy = self.state, self.s.policy
         candidates = state.pos[state.frozen :]
+        # Companion signals see the same candidates; they are not timed as part of the policy's refresh.
+        recorded = {scorer.signal: self._score(scorer, candidates).tolist() for scorer in self.s.companions}
+        started = time.perf_counter()
         scores: dict[str, list[float]] = {}
         if policy.evicts:
-            score = policy.score_candidates(self.model, state).to(torch.float32).cpu()
-            if score.shape != candidates.shape:
-                raise RuntimeError(f"policy {policy.name!r} returned {tuple(score.shape)} scores for {candidates.numel()} candidates")
-            if torch.isnan(score).any():
-                raise RuntimeError(f"policy {policy.name!r} returned NaN scores")
+            score = self._score(policy, candidates)
             scores[policy.signal] = score.tolist()
             if candidates.numel() > self.s.cache_size:
                 survivors = select_survivors(score, self.s.cache_size, self.s.recent)
                 state.keep(torch.cat([torch.arange(state.frozen), state.frozen + survivors]))
         seconds = time.perf_counter() - started
         self.timings["refresh_seconds"] += seconds
+        scores.update(recorded)
         self.trace.cycles.append(
             Cycle(
                 index=len(self.trace.cycles),
@@ -254,6 +278,9 @@ def _settings(lm: LoadedModel, n_prompt: int, template_prefix: int, **kw: Any) -
         seed = _require_int("seed", seed, 0)
     prefill_step = chunk_size if kw["prefill_step"] is None else _require_int("prefill step", kw["prefill_step"], 1)
     stop_at_eos = bool(kw.get("stop_at_eos", True))
+    record = kw.get("record", "policy")
+    if record not in RECORD_CHOICES:
+        raise CcvizError(f"record must be one of {', '.join(RECORD_CHOICES)}, got {record!r}")
     config = {
         "model": lm.name,
         "policy": policy.name,
@@ -269,11 +296,13 @@ def _settings(lm: LoadedModel, n_prompt: int, template_prefix: int, **kw: Any) -
         "top_p": top_p,
         "seed": seed,
         "stop_at_eos": stop_at_eos,
+        "record": record,
         "prompt_tokens": n_prompt,
         "ccviz_version": __version__,
     }
     return _Settings(
-        policy, cache_size, chunk_size, frozen, recent, max_new, do_sample, temperature, top_p, seed, prefill_step, stop_at_eos, config
+        policy, cache_size, chunk_size, frozen, recent, max_new, do_sample, temperature, top_p, seed, prefill_step, stop_at_eos,
+        companions(policy, chunk_size) if record == "all" else [], config,
     )
 
 
@@ -301,6 +330,7 @@ def generate(
     policy_options: dict[str, Any] | None = None,
     prefill_step: int | None = None,
     stop_at_eos: bool = True,
+    record: str = "policy",
     progress: ProgressCallback | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> Trace:
@@ -310,14 +340,16 @@ def generate(
     the chat template up to the user-turn header), ``recent`` the trailing entries always kept (default:
     the policy's). Greedy unless ``do_sample``. ``prefill_step`` caps tokens per prefill forward
     (default h; 1 processes the prompt token by token, with identical results). ``stop_at_eos=False``
-    always generates ``max_new_tokens`` (benchmarks need fixed lengths). ``should_stop`` is
+    always generates ``max_new_tokens`` (benchmarks need fixed lengths). ``record="all"`` also records
+    the cheap companion signals (attention_last, attention_chunk, surprise) at every refresh, next to
+    the policy's own; they never change what is kept. ``should_stop`` is
     polled between forward passes; a stopped run returns its partial trace with status "cancelled".
     """
     run = prepare_run(
         lm, prompt, policy=policy, cache_size=cache_size, chunk_size=chunk_size, frozen=frozen, recent=recent,
         max_new_tokens=max_new_tokens, chat=chat, seed=seed, do_sample=do_sample, temperature=temperature,
         top_p=top_p, policy_options=policy_options, prefill_step=prefill_step,
-        stop_at_eos=stop_at_eos,
+        stop_at_eos=stop_at_eos, record=record,
     )
     try:
         return run.run(progress, should_stop)

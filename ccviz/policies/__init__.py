@@ -9,13 +9,21 @@ from ..errors import CcvizError
 from .base import Policy, select_survivors
 from .counter_causal import CounterCausal, CounterCausalFast
 from .full import Full
+from .h2o import H2O
+from .importance_keyproxy import ImportanceKeyProxy
+from .snapkv import SnapKV
 from .sliding import Sliding
 from .streaming_llm import StreamingLLM
+from .tova import Tova
 
 _CLASSES: tuple[type[Policy], ...] = (
     Full,
     Sliding,
     StreamingLLM,
+    Tova,
+    H2O,
+    SnapKV,
+    ImportanceKeyProxy,
     CounterCausal,
     CounterCausalFast,
 )

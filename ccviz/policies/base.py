@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 import torch
 
 from ..cache import CacheState
+from ..capture import AttentionNeed, Capture
 
 
 @dataclass
@@ -30,10 +31,18 @@ class Policy:
     evicts: ClassVar[bool] = True
     needs_hidden: ClassVar[bool] = False  # store H^(L-1) next to the cache
     sinks: ClassVar[int] = 0  # leading tokens that are always frozen, whatever ``frozen`` says
+    attention: ClassVar[AttentionNeed | None] = None  # real attention weights read in :meth:`observe`
 
     def default_recent(self, cache_size: int) -> int:
         """Trailing entries always kept when the user does not say (0 for most policies)."""
         return 0
+
+    def observe(self, model: torch.nn.Module, state: CacheState, capture: Capture) -> None:
+        """Called after every forward pass, once ``state`` holds the new entries (default: nothing).
+
+        Per-run memory (e.g. H2O's accumulated attention) lives in ``state.extras``, one row per cache
+        entry, so every refresh gathers it with the same indices as the cache.
+        """
 
     def score_candidates(self, model: torch.nn.Module, state: CacheState) -> torch.Tensor:
         """Return one float32 score per candidate (cache entries after the frozen prefix)."""

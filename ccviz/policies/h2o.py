@@ -1,0 +1,51 @@
+from dataclasses import dataclass
+
+import torch
+
+from ..cache import CacheState
+from ..capture import AttentionNeed, Capture, decoder_layers
+from .base import Policy
+from .extras import grown
+
+_SEEN = "h2o_queries"  # per entry: how many queries could see it (for ``normalize``)
+
+
+@dataclass
+class H2O(Policy):
+    """H2O heavy hitters: attention each entry received from every query since it entered the cache.
+
+    Summed over layers, averaged over query heads, accumulated after every forward pass (so each query
+    counts once, as it was processed) and carried through refreshes in ``state.extras``. Old entries
+    have been seen by more queries, so the sum favours them: the self-reinforcing bias the paper is
+    about. ``normalize`` divides by the number of queries that could see each entry.
+    """
+
+    name = "h2o"
+    summary = "H2O heavy hitters: attention accumulated over every query and layer (recent J/2)"
+    signal = "h2o_accumulated"
+    attention = AttentionNeed(layers="all", queries="all")
+
+    normalize: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.normalize, bool):
+            raise ValueError(f"normalize must be true or false, got {self.normalize!r}")
+
+    def default_recent(self, cache_size: int) -> int:
+        return cache_size // 2  # as in the H2O reference code: half heavy hitters, half recent
+
+    def observe(self, model: torch.nn.Module, state: CacheState, capture: Capture) -> None:
+        layers = range(len(decoder_layers(model)))
+        weights = torch.stack([capture.weights(model, self.attention, layer) for layer in layers])  # [L, q, n]
+        received = weights.sum(dim=(0, 1))
+        queries = weights.shape[1]
+        seen = torch.full_like(received, float(queries))
+        seen[-queries:] = torch.arange(queries, 0, -1, dtype=seen.dtype, device=seen.device)  # causal in the pass
+        state.extras[self.signal] = grown(state, self.signal, received) + received
+        state.extras[_SEEN] = grown(state, _SEEN, received) + seen
+
+    def score_candidates(self, model: torch.nn.Module, state: CacheState) -> torch.Tensor:
+        accumulated = state.extras[self.signal][state.frozen :]
+        if self.normalize:
+            return accumulated / state.extras[_SEEN][state.frozen :]
+        return accumulated

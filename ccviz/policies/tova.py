@@ -1,0 +1,27 @@
+from dataclasses import dataclass
+
+import torch
+
+from ..cache import CacheState
+from ..capture import AttentionNeed, Capture
+from .base import Policy
+
+
+@dataclass
+class Tova(Policy):
+    """TOVA, the paper's "Importance": the newest query's attention at the last layer, mean over heads.
+
+    The row is re-read after every forward pass, so at a refresh it is the attention of the token
+    just processed over exactly the entries being scored.
+    """
+
+    name = "tova"
+    summary = "TOVA / importance: last-layer attention from the newest query"
+    signal = "attention_last"
+    attention = AttentionNeed(layers="last", queries="latest")
+
+    def observe(self, model: torch.nn.Module, state: CacheState, capture: Capture) -> None:
+        state.extras[self.signal] = capture.weights(model, self.attention)[-1]
+
+    def score_candidates(self, model: torch.nn.Module, state: CacheState) -> torch.Tensor:
+        return state.extras[self.signal][state.frozen :]
