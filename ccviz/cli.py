@@ -51,9 +51,14 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--temperature", type=float, default=1.0)
     run.add_argument("--top-p", type=float, default=1.0)
     run.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="policy option (repeatable)")
+    run.add_argument("--record", default="policy", choices=("policy", "all"),
+                     help="scores kept in the trace: the policy's own, or also the cheap companion signals")
     run.add_argument("--out", type=Path, help="save the trace as JSON")
 
     sub.add_parser("policies", help="list the eviction policies")
+    from .bench.command import add_parser as add_bench_parser
+
+    add_bench_parser(sub)
     return parser
 
 
@@ -148,7 +153,7 @@ def _cmd_run(args: argparse.Namespace) -> None:
             lm, prompt, policy=policy, cache_size=args.cache_size, chunk_size=args.chunk_size,
             frozen=args.frozen, recent=args.recent, max_new_tokens=args.max_new_tokens, chat=not args.raw,
             seed=args.seed, do_sample=args.sample, temperature=args.temperature, top_p=args.top_p,
-            progress=bar,
+            record=args.record, progress=bar,
         )
     finally:
         bar.close()
@@ -168,6 +173,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = _parser().parse_args(argv)
         if args.command == "policies":
             _cmd_policies()
+        elif args.command == "bench":
+            from .bench.command import main as bench_main
+
+            bench_main(args)
         else:
             _cmd_run(args)
     except CcvizError as err:

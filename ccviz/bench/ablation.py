@@ -1,0 +1,51 @@
+"""Task 5, score-variant ablation: which form of counter-causal surprise keeps what matters?
+
+{full, fast} x {logit, logprob, contrast} x min_gap {0, 2} x smooth {off, on} = 24 policy specs,
+each measured on rare-fact retention (one budget) and long-text perplexity (one budget). The
+policies' defaults are then chosen from these results (README, "Benchmarks: quality").
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from ..models import LoadedModel
+from . import perplexity, retention
+from .specs import PolicySpec
+
+VARIANTS = ("counter_causal", "counter_causal_fast")
+SCORES = ("logit", "logprob", "contrast")
+MIN_GAPS = (0, 2)
+SMOOTHING = (0, 5)  # off, and the 5-neighbour window that helped in method.md's first data point
+RETENTION_BUDGET = 0.25
+PERPLEXITY_BUDGET = 128
+
+
+def ablation_specs() -> list[PolicySpec]:
+    return [
+        PolicySpec(variant, (("score", score), ("min_gap", gap), ("smooth", smooth)))
+        for variant, score, gap, smooth in itertools.product(VARIANTS, SCORES, MIN_GAPS, SMOOTHING)
+    ]
+
+
+def run(lm: LoadedModel, quick: bool, out: Path, *, specs: list[PolicySpec] | None = None, fresh: bool = False,
+        log: Callable[[str], None] = print) -> dict[str, pd.DataFrame]:
+    """Both tasks over the grid (or ``specs``), written as ``ablation_retention`` / ``ablation_perplexity``.
+
+    ``quick`` measures two opposite corners of the grid, which between them use every option value.
+    """
+    grid = ablation_specs()
+    specs = specs or ([grid[0], grid[-1]] if quick else grid)
+    r = retention.RetentionSettings.quick() if quick else retention.RetentionSettings()
+    p = perplexity.PerplexitySettings.quick() if quick else perplexity.PerplexitySettings()
+    return {
+        "retention": retention.run(lm, specs, replace(r, budgets=(RETENTION_BUDGET,)), out,
+                                   name="ablation_retention", fresh=fresh, log=log),
+        "perplexity": perplexity.run(lm, specs, replace(p, budgets=(min(PERPLEXITY_BUDGET, p.tokens // 2),)), out,
+                                     name="ablation_perplexity", fresh=fresh, log=log),
+    }

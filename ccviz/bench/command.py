@@ -1,0 +1,101 @@
+"""``python -m ccviz bench TASK``: run a benchmark task (or all of them) and write its result files.
+
+Every published figure is one command: ``python -m ccviz bench all`` (hours on a CPU; resumable),
+``python -m ccviz bench report`` prints the tables. ``--quick`` shrinks every task to a few seconds
+of work for CI and writes to ``bench/results/quick`` unless ``--out`` says otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from pathlib import Path
+
+from ..errors import CcvizError
+
+TASKS = ("retention", "perplexity", "decode", "efficiency", "ablation")  # in the order ``all`` runs them
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    bench = sub.add_parser("bench", help="measure the policies (results under bench/results/)")
+    bench.add_argument("task", choices=(*TASKS, "all", "report"), help="what to measure, or 'report' to print the tables")
+    bench.add_argument("--quick", action="store_true", help="tiny settings, for CI (well under 3 minutes)")
+    bench.add_argument("--out", type=Path, help="results folder (default bench/results; bench/results/quick with --quick)")
+    bench.add_argument("--policy", action="append", default=[], metavar="SPEC",
+                       help="policy spec NAME[:KEY=VALUE,...], repeatable (default: every registered policy; "
+                            "for ablation, the 24-variant grid)")
+    bench.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                       help="override a setting of the task (lists: comma-separated), e.g. cases=20 or budgets=0.1,0.5")
+    bench.add_argument("--fresh", action="store_true", help="discard this task's earlier rows instead of resuming")
+    bench.add_argument("--threads", type=int, default=1, help="torch threads (default 1: shared machines stay usable)")
+    bench.add_argument("--model", help="local checkpoint folder (default: embedded SmolLM2-135M-Instruct)")
+    bench.add_argument("--device", default="cpu", choices=("cpu", "cuda", "auto"))
+    bench.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16"))
+
+
+def _override(settings: object, pairs: list[str]) -> object:
+    from ..cli import _literal
+
+    fields = {f.name: f for f in dataclasses.fields(settings)}
+    changes = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or key not in fields:
+            raise CcvizError(f"--set takes FIELD=VALUE with FIELD one of {', '.join(fields)}, got {pair!r}")
+        current = getattr(settings, key)
+        value = tuple(_literal(v) for v in raw.split(",")) if isinstance(current, tuple) else _literal(raw)
+        if isinstance(current, int) and not isinstance(value, int):
+            raise CcvizError(f"--set {key} takes a whole number, got {raw!r}")
+        changes[key] = value
+    return dataclasses.replace(settings, **changes)
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def main(args: argparse.Namespace) -> None:
+    # Imported here: building the CLI parser must stay cheap for every other subcommand.
+    from . import ablation, decode, efficiency, perplexity, retention
+    from .report import report
+    from .results import DEFAULT_DIR, QUICK_DIR
+    from .specs import PolicySpec, parse_spec, registered_specs
+
+    out = args.out or (QUICK_DIR if args.quick else DEFAULT_DIR)
+    if args.task == "report":
+        print(report(out))
+        return
+    if args.set and args.task in ("all", "ablation"):
+        raise CcvizError("--set works with one task (retention, perplexity, decode or efficiency)")
+    if args.threads < 1:
+        raise CcvizError(f"--threads must be at least 1, got {args.threads}")
+    specs: list[PolicySpec] = [parse_spec(s) for s in args.policy]  # fail fast, before loading the model
+    tasks = TASKS if args.task == "all" else (args.task,)
+    modules = {
+        "retention": (retention, retention.RetentionSettings),
+        "perplexity": (perplexity, perplexity.PerplexitySettings),
+        "decode": (decode, decode.DecodeSettings),
+        "efficiency": (efficiency, efficiency.EfficiencySettings),
+    }
+    settings = {}
+    for task in tasks:
+        if task in modules:
+            cls = modules[task][1]
+            settings[task] = _override(cls.quick() if args.quick else cls(), args.set)
+
+    import torch
+
+    from ..models import load_model
+
+    torch.set_num_threads(args.threads)
+    model_args = {"name_or_path": args.model, "device": args.device, "dtype": args.dtype}
+    lm = load_model(**model_args)
+    for task in tasks:
+        if task == "ablation":
+            ablation.run(lm, args.quick, out, specs=specs or None, fresh=args.fresh, log=_log)
+        else:
+            extra = {"model_args": model_args} if task == "efficiency" else {}
+            modules[task][0].run(lm, specs or registered_specs(), settings[task], out, fresh=args.fresh, log=_log, **extra)
+        _log(f"{task}: results in {out}")
+    print(report(out))

@@ -1,0 +1,88 @@
+"""Metrics of the quality benchmarks: pure functions of texts, token lists and traces (no model).
+
+Kept apart from the runners so each one can be checked on hand-built inputs.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Sequence
+
+from ..trace import Trace
+
+
+def wilson_interval(successes: int, trials: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    """Wilson score interval (95% by default) for a binomial proportion; (0, 1) when there are no trials.
+
+    Unlike the normal approximation it stays inside [0, 1] and is sensible at 0/n and n/n, which is
+    where eviction benchmarks often are.
+    """
+    if trials <= 0:
+        return 0.0, 1.0
+    p = successes / trials
+    denominator = 1 + z * z / trials
+    centre = (p + z * z / (2 * trials)) / denominator
+    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denominator
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def _words(text: str) -> list[str]:
+    """Lower-case alphanumeric words; hyphens, commas and apostrophes inside a value are dropped first,
+    so "QX-5821", "qx5821" and "4,817" / "4817" compare equal."""
+    text = re.sub(r"(?<=\w)[-,'’](?=\w)", "", text.lower())
+    return re.findall(r"[^\W_]+", text)
+
+
+def answer_matches(output: str, answer: str) -> bool:
+    """Normalised string match: the answer's words appear, contiguously, among the output's words."""
+    target, words = _words(answer), _words(output)
+    n = len(target)
+    return n > 0 and any(words[i : i + n] == target for i in range(len(words) - n + 1))
+
+
+def cache_before(trace: Trace, timestep: int) -> set[int]:
+    """Timesteps in the cache when token ``timestep`` is about to be processed.
+
+    That is the last refresh at or before it (``step <= timestep``) plus everything processed since
+    (nothing is evicted between refreshes); before the first refresh nothing has been evicted at all.
+    """
+    last = None
+    for cycle in trace.cycles:
+        if cycle.step > timestep:
+            break
+        last = cycle
+    if last is None:
+        return set(range(timestep))
+    return set(last.kept) | set(range(last.step, timestep))
+
+
+def fact_survived(trace: Trace, fact_timesteps: Sequence[int], question_start: int) -> bool:
+    """True if every token of the fact is still cached when the first question token is read."""
+    if not fact_timesteps:
+        raise ValueError("the fact has no tokens")
+    if max(fact_timesteps) >= question_start:
+        raise ValueError("the fact must come before the question")
+    return set(fact_timesteps) <= cache_before(trace, question_start)
+
+
+def first_divergence(reference: Sequence[int], other: Sequence[int]) -> int:
+    """Index of the first token where two outputs differ (the common length if one is a prefix of the other)."""
+    for i, (a, b) in enumerate(zip(reference, other)):
+        if a != b:
+            return i
+    return min(len(reference), len(other))
+
+
+def repeated_ngram_rate(tokens: Sequence[int], n: int = 4) -> float:
+    """Share of the n-grams of ``tokens`` that already occurred earlier in it: a degeneration signal
+    (looping text scores near 1, fluent text near 0). 0.0 when there are no n-grams."""
+    grams = [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
+    if not grams:
+        return 0.0
+    seen: set[tuple[int, ...]] = set()
+    repeats = 0
+    for gram in grams:
+        repeats += gram in seen
+        seen.add(gram)
+    return repeats / len(grams)

@@ -1,0 +1,101 @@
+"""Task 2, long-text perplexity under eviction (the StreamingLLM-style measure).
+
+A long real text is teacher-forced through the engine in chunks of h tokens, refreshing after each
+chunk exactly as in generation; the logits of every position are kept, so each token is predicted
+from what the cache held at that moment. Under ``full`` this is the model's own teacher-forced NLL.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+import torch
+
+from ..engine import prepare_run
+from ..models import LoadedModel
+from ..policies import Policy
+from .results import ResultTable, write_summary
+from .specs import PolicySpec
+from .texts import prose_segments
+
+COLUMNS = ["segment", "policy", "budget", "tokens", "nll_sum", "nll_mean", "seconds"]  # budget: J (h = J/4)
+KEY = ["segment", "policy", "budget"]
+
+
+def sequence_nll(lm: LoadedModel, text: str, *, policy: str | Policy, cache_size: int, chunk_size: int | None = None,
+                 policy_options: dict[str, Any] | None = None) -> tuple[float, int]:
+    """Summed next-token NLL (nats) of ``text`` (raw, no chat template) under eviction, and the token count."""
+    run = prepare_run(
+        lm, text, policy=policy, cache_size=cache_size, chunk_size=chunk_size, frozen="auto", recent=None,
+        max_new_tokens=1, chat=False, seed=None, do_sample=False, temperature=1.0, top_p=1.0,
+        policy_options=policy_options, prefill_step=None,
+    )
+    ids, h = run.prompt_ids, run.s.chunk_size
+    total, count = 0.0, 0
+    for start in range(0, len(ids) - 1, h):  # chunks end on multiples of h, where refreshes happen
+        chunk = ids[start : start + h]
+        targets = torch.tensor(ids[start + 1 : start + 1 + len(chunk)], device=lm.device)
+        logits = run._forward(chunk, logits_to_keep=0)[: len(targets)]
+        total += float(torch.nn.functional.cross_entropy(logits, targets, reduction="sum"))
+        count += len(targets)
+        run._after_forward("prefill", None)
+    return total, count
+
+
+@dataclass(frozen=True)
+class PerplexitySettings:
+    tokens: int = 2048  # per segment of prose
+    segments: int = 4
+    budgets: tuple[int, ...] = (64, 128, 256, 512)  # J in tokens; h = J/4
+
+    @classmethod
+    def quick(cls) -> "PerplexitySettings":
+        return cls(tokens=128, segments=1, budgets=(32,))
+
+
+def run(lm: LoadedModel, specs: list[PolicySpec], settings: PerplexitySettings, out: Path, *, name: str = "perplexity",
+        fresh: bool = False, log: Callable[[str], None] = print) -> pd.DataFrame:
+    """Measure every missing (segment, policy, budget) row; ``full`` runs once per segment."""
+    table = ResultTable(out, name, COLUMNS, KEY, {"model": lm.name, **asdict(settings)}, fresh=fresh)
+    texts = prose_segments(lm.tokenizer, settings.tokens, settings.segments)
+    cells = [(PolicySpec("full"), settings.tokens)] + [
+        (s, b) for s in specs if s.name != "full" for b in settings.budgets
+    ]
+    for segment, text in enumerate(texts):
+        for spec, budget in cells:
+            if table.has(segment=segment, policy=spec.label, budget=budget):
+                continue
+            started = time.perf_counter()
+            total, count = sequence_nll(lm, text, policy=spec.build(), cache_size=budget)
+            table.add({
+                "segment": segment, "policy": spec.label, "budget": budget, "tokens": count, "nll_sum": round(total, 4), "nll_mean": round(total / count, 5),
+                "seconds": round(time.perf_counter() - started, 3),
+            })
+        log(f"{name}: segment {segment + 1}/{settings.segments} done")
+    summary = summarise(table.frame())
+    write_summary(out, name, summary)
+    return summary
+
+
+def summarise(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per policy x budget: token-weighted mean NLL, perplexity, and the gap to the full cache
+    on the same segments."""
+    if rows.empty:
+        return pd.DataFrame()
+    full = rows[rows.policy == "full"].set_index("segment")
+    out = []
+    for (policy, budget), group in rows.groupby(["policy", "budget"], sort=False):
+        nll = group["nll_sum"].sum() / group["tokens"].sum()
+        reference = full.reindex(group["segment"])
+        full_nll = reference["nll_sum"].sum() / reference["tokens"].sum()
+        out.append({
+            "policy": policy, "budget": budget, "segments": len(group), "tokens": int(group["tokens"].sum()),
+            "nll": nll, "perplexity": math.exp(nll), "full_nll": full_nll, "delta_nll": nll - full_nll,
+            "seconds_mean": group["seconds"].mean(),
+        })
+    return pd.DataFrame(out)

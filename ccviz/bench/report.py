@@ -1,0 +1,133 @@
+"""Markdown tables of the benchmark summaries, with where and when they were measured (for the README)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+
+from .results import load_results
+
+
+def _percent(value: float, low: float | None = None, high: float | None = None) -> str:
+    if pd.isna(value):
+        return "-"
+    text = f"{100 * value:.0f}%"
+    return text if low is None else f"{text} ({100 * low:.0f}-{100 * high:.0f})"
+
+
+def _markdown(frame: pd.DataFrame) -> str:
+    header = "| " + " | ".join(str(c) for c in frame.columns) + " |"
+    rule = "|" + "---|" * len(frame.columns)
+    rows = ["| " + " | ".join(str(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join([header, rule, *rows])
+
+
+def _pivot(summary: pd.DataFrame, cell: Callable[[pd.Series], str], column: Callable[[Any], str]) -> pd.DataFrame:
+    """Policies as rows (in measured order), budgets as columns."""
+    cells = summary.assign(cell=summary.apply(cell, axis=1), column=summary["budget"].map(column))
+    table = cells.pivot(index="policy", columns="column", values="cell")
+    order = [c for c in dict.fromkeys(cells["column"]) if c in table.columns]
+    return table.reindex(index=list(dict.fromkeys(cells["policy"])), columns=order).fillna("-").reset_index()
+
+
+def provenance_line(meta: dict[str, Any]) -> str:
+    dirty = " + uncommitted changes" if meta.get("dirty") else ""
+    return (
+        f"_Measured {meta['date'][:10]} at commit `{meta['commit']}`{dirty} on {meta['machine']}, torch {meta['torch']} "
+        f"({meta['torch_threads']} threads), {meta['settings'].get('model', '?')}; settings: "
+        + ", ".join(f"{k}={v}" for k, v in meta["settings"].items() if k != "model")
+        + "._"
+    )
+
+
+def retention_tables(summary: pd.DataFrame) -> str:
+    evicting = summary[summary.policy != "full"]
+    survival = _pivot(evicting, lambda r: _percent(r.survival, r.survival_low, r.survival_high), lambda b: f"J={b:.0%}")
+    accuracy = _pivot(evicting, lambda r: _percent(r.accuracy, r.accuracy_low, r.accuracy_high), lambda b: f"J={b:.0%}")
+    full = summary[summary.policy == "full"]
+    ceiling = _percent(full.accuracy.iloc[0], full.accuracy_low.iloc[0], full.accuracy_high.iloc[0]) if len(full) else "-"
+    n_s, n_a = int(evicting.survival_n.max()), int(evicting.accuracy_n.max())
+    return (
+        f"Fact survival (all of the fact's tokens cached when the question is read), {n_s} cases per cell, "
+        f"Wilson 95% interval:\n\n{_markdown(survival)}\n\n"
+        f"Answer accuracy, {n_a} cases per cell; full-cache ceiling on the same cases: **{ceiling}**:\n\n"
+        f"{_markdown(accuracy)}"
+    )
+
+
+def perplexity_table(summary: pd.DataFrame) -> str:
+    full = summary[summary.policy == "full"]
+    table = _pivot(summary[summary.policy != "full"], lambda r: f"{r.nll:.3f} ({r.delta_nll:+.3f})", lambda b: f"J={b}")
+    reference = f"{full.nll.iloc[0]:.3f} (perplexity {full.perplexity.iloc[0]:.2f})" if len(full) else "-"
+    return (
+        f"Mean next-token NLL in nats (gap to the full cache); full cache: **{reference}**, "
+        f"{int(summary.tokens.max())} predicted tokens per cell:\n\n{_markdown(table)}"
+    )
+
+
+def decode_table(summary: pd.DataFrame) -> str:
+    table = _pivot(
+        summary[summary.policy != "full"],
+        lambda r: f"{r.first_divergence_median:.0f} / {100 * r.repeated_4grams:.0f}%", lambda b: f"J={b}",
+    )
+    full = summary[summary.policy == "full"]
+    reference = f"{100 * full.repeated_4grams.iloc[0]:.0f}%" if len(full) else "-"
+    return (
+        "Median first divergent token from the full cache's output / repeated 4-grams "
+        f"(full cache: {reference}), {int(summary.prompts.max())} prompts:\n\n{_markdown(table)}"
+    )
+
+
+def efficiency_table(summary: pd.DataFrame) -> str:
+    frame = summary.copy()
+    columns = {c: c.replace("refresh_ratio_n", "refresh / forward, n=") for c in frame.columns if c.startswith("refresh_ratio_n")}
+    for column in columns:
+        frame[column] = frame[column].map(lambda v: "-" if pd.isna(v) else f"{v:.3f}x")
+    for column, fmt in (("total_seconds", "{:.1f} s"), ("time_vs_full", "{:.2f}x"), ("peak_rss_mb", "{:.0f} MB"),
+                        ("rss_growth_mb", "{:+.0f} MB")):
+        if column in frame:
+            frame[column] = frame[column].map(lambda v, f=fmt: "-" if pd.isna(v) else f.format(v))
+    names = {**columns, "total_seconds": "end to end", "time_vs_full": "vs full", "peak_rss_mb": "peak RSS",
+             "rss_growth_mb": "RSS growth during the run"}
+    return _markdown(frame.rename(columns=names))
+
+
+def ablation_table(retention: pd.DataFrame | None, perplexity: pd.DataFrame | None) -> str:
+    parts = []
+    if retention is not None and not retention.empty:
+        r = retention[retention.policy != "full"].set_index("policy")
+        parts.append(pd.DataFrame({
+            "survival": [_percent(*v) for v in r[["survival", "survival_low", "survival_high"]].itertuples(index=False)],
+            "accuracy": [_percent(*v) for v in r[["accuracy", "accuracy_low", "accuracy_high"]].itertuples(index=False)],
+        }, index=r.index))
+    if perplexity is not None and not perplexity.empty:
+        p = perplexity[perplexity.policy != "full"].set_index("policy")
+        parts.append(pd.DataFrame({"NLL gap to full": p.delta_nll.map(lambda v: f"{v:+.3f}")}, index=p.index))
+    if not parts:
+        return ""
+    return _markdown(pd.concat(parts, axis=1).fillna("-").reset_index())
+
+
+def report(directory: str | Path | None = None) -> str:
+    """All available summaries of a results folder as markdown."""
+    results = load_results(directory)
+    meta, sections = results["meta"], []
+
+    def section(title: str, task: str, body: str) -> None:
+        sections.append(f"### {title}\n\n{provenance_line(meta[task])}\n\n{body}")
+
+    if "retention_summary" in results:
+        section("Rare-fact retention", "retention", retention_tables(results["retention_summary"]))
+    if "perplexity_summary" in results:
+        section("Long-text perplexity", "perplexity", perplexity_table(results["perplexity_summary"]))
+    if "decode_summary" in results:
+        section("Decode-heavy generation", "decode", decode_table(results["decode_summary"]))
+    if "efficiency_summary" in results:
+        section("Efficiency", "efficiency_refresh", efficiency_table(results["efficiency_summary"]))
+    if "ablation_retention_summary" in results or "ablation_perplexity_summary" in results:
+        task = "ablation_retention" if "ablation_retention" in meta else "ablation_perplexity"
+        section("Score-variant ablation", task, ablation_table(results.get("ablation_retention_summary"),
+                                                                results.get("ablation_perplexity_summary")))
+    return "\n\n".join(sections) if sections else "no results yet"

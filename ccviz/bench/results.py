@@ -1,0 +1,161 @@
+"""Result files: one CSV of measured rows per task, written row by row, plus a JSON of metadata.
+
+Long runs die (a laptop sleeps, a job is killed): every row is appended and flushed as soon as it is
+measured, and a rerun with the same settings skips the rows already there. The JSON records where
+the numbers come from (commit, date, machine, library versions, settings), so a table in the README
+or on the app page can always say what it was measured on.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import json
+import os
+import platform
+import subprocess
+from pathlib import Path
+from typing import Any, Iterable
+
+import pandas as pd
+
+from .. import __version__
+from ..errors import CcvizError
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_DIR = REPO_ROOT / "bench" / "results"
+QUICK_DIR = DEFAULT_DIR / "quick"
+
+
+def _git(*args: str) -> str:
+    try:
+        out = subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return out.stdout.strip() if out.returncode == 0 else ""
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def provenance() -> dict[str, Any]:
+    """Commit, date and machine: what every published figure must state."""
+    import torch
+    import transformers
+
+    return {
+        "commit": _git("rev-parse", "--short", "HEAD") or "unknown",
+        "dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "machine": f"{_cpu_name()}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}",
+        "torch_threads": torch.get_num_threads(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "ccviz": __version__,
+    }
+
+
+class ResultTable:
+    """The rows of one task in ``<dir>/<name>.csv`` (+ ``<name>.json``), appended as they are measured.
+
+    ``key`` names the columns that identify a row; :meth:`has` tells a rerun what is already done.
+    Settings that change what a row means (document length, model, ...) go in ``settings``: a rerun
+    with other settings is refused instead of silently mixing incomparable rows.
+    """
+
+    def __init__(self, directory: Path, name: str, columns: list[str], key: list[str], settings: dict[str, Any],
+                 *, fresh: bool = False):
+        self.path = Path(directory) / f"{name}.csv"
+        self.meta_path = self.path.with_suffix(".json")
+        self.columns, self.key, self.settings = columns, key, settings
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if fresh:
+            self.path.unlink(missing_ok=True)
+            self.meta_path.unlink(missing_ok=True)
+        self._done: set[tuple[str, ...]] = set()
+        if self.path.exists():
+            self._resume()
+        meta = provenance() | {"task": name, "settings": settings, "rows": len(self._done)}
+        if self.meta_path.exists():
+            meta["started"] = json.loads(self.meta_path.read_text())["started"]
+        else:
+            meta["started"] = meta["date"]
+        self.meta = meta
+        self._write_meta()
+
+    def _resume(self) -> None:
+        old = json.loads(self.meta_path.read_text()) if self.meta_path.exists() else {}
+        if old.get("settings") != json.loads(json.dumps(self.settings)):
+            raise CcvizError(
+                f"{self.path} was measured with other settings: pass --fresh to start over, or --out another folder"
+            )
+        with self.path.open(newline="", encoding="utf-8") as handle:
+            reader = csv.DictReader(handle)
+            if reader.fieldnames != self.columns:
+                raise CcvizError(f"{self.path} has other columns than this version writes: pass --fresh to start over")
+            self._done = {tuple(row[k] for k in self.key) for row in reader}
+
+    def _write_meta(self) -> None:
+        tmp = self.meta_path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(self.meta, indent=2) + "\n", encoding="utf-8")
+        tmp.replace(self.meta_path)
+
+    def has(self, **key: Any) -> bool:
+        return tuple(str(key[k]) for k in self.key) in self._done
+
+    def add(self, row: dict[str, Any]) -> None:
+        """Append one row and flush it to disk at once."""
+        missing = set(self.columns) - set(row)
+        if missing:
+            raise KeyError(f"row lacks {sorted(missing)}")
+        new_file = not self.path.exists()
+        with self.path.open("a", newline="", encoding="utf-8") as handle:
+            writer = csv.DictWriter(handle, fieldnames=self.columns)
+            if new_file:
+                writer.writeheader()
+            writer.writerow({c: row[c] for c in self.columns})
+        self._done.add(tuple(str(row[k]) for k in self.key))
+        self.meta.update(date=provenance()["date"], rows=len(self._done))
+        self._write_meta()
+
+    def frame(self) -> pd.DataFrame:
+        return read_frame(self.path, self.columns)
+
+
+def read_frame(path: Path, columns: Iterable[str] = ()) -> pd.DataFrame:
+    """A result CSV as a data frame (an empty frame with ``columns`` if nothing was measured yet)."""
+    if not Path(path).exists():
+        return pd.DataFrame(columns=list(columns))
+    return pd.read_csv(path, keep_default_na=False, na_values=[""])
+
+
+def write_summary(directory: Path, name: str, frame: pd.DataFrame) -> Path:
+    """Write a derived table (``<name>_summary.csv``) next to its rows."""
+    path = Path(directory) / f"{name}_summary.csv"
+    frame.to_csv(path, index=False, float_format="%.6g")
+    return path
+
+
+def load_results(directory: str | Path | None = None) -> dict[str, Any]:
+    """Every result file of a folder, for the app and notebooks.
+
+    Returns ``{"<name>": DataFrame}`` for each CSV (``retention``, ``retention_summary``, ...) and
+    ``{"meta": {"<task>": dict}}`` with each task's provenance and settings. Missing folder: no tables.
+    """
+    folder = Path(directory) if directory is not None else DEFAULT_DIR
+    results: dict[str, Any] = {"meta": {}}
+    if not folder.is_dir():
+        return results
+    for path in sorted(folder.glob("*.csv")):
+        results[path.stem] = read_frame(path)
+    for path in sorted(folder.glob("*.json")):
+        results["meta"][path.stem] = json.loads(path.read_text(encoding="utf-8"))
+    return results

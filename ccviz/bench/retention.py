@@ -1,0 +1,129 @@
+"""Task 1, rare-fact retention: is a fact stated once still cached when the question about it is read,
+and can the model still answer?
+
+For every case x policy x budget (J as a fraction of the document's tokens, h = J/4) the prompt
+(document + question, one chat turn) is run through the engine. *Survival*: every token of the
+fact's value is in the cache at the last refresh before the first question token. *Accuracy*: on
+the first ``accuracy_cases`` cases the model also answers (greedy), checked by normalised string
+match. The full cache runs once per case and is the ceiling for every budget.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from ..engine import generate
+from ..models import LoadedModel
+from .documents import Case, make_case
+from .metrics import answer_matches, cache_before, wilson_interval
+from .results import ResultTable, write_summary
+from .spans import prompt_tokens
+from .specs import PolicySpec
+
+COLUMNS = [
+    "case", "kind", "fact_type", "position", "doc_tokens", "fact_start", "fact_tokens", "question_start",
+    "policy", "budget", "cache_size", "chunk_size", "survived", "kept_share", "answered", "output", "seconds",
+]
+KEY = ["case", "policy", "budget"]
+FULL_BUDGET = 1.0  # the full cache is run once per case, recorded as budget 1.0 (the whole document)
+
+
+@dataclass(frozen=True)
+class RetentionSettings:
+    cases: int = 100  # survival is measured on all of them
+    accuracy_cases: int = 50  # the first ones also generate an answer
+    words: int = 400  # document body length (about 660 tokens with SmolLM2's tokenizer)
+    budgets: tuple[float, ...] = (0.1, 0.25, 0.5)
+    max_new_tokens: int = 24  # the model restates the question before the value: 12 cut answers short
+    seed: int = 0
+
+    @classmethod
+    def quick(cls) -> "RetentionSettings":
+        return cls(cases=2, accuracy_cases=1, words=60, budgets=(0.5,), max_new_tokens=8)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    case: Case
+    doc_tokens: int
+    fact: list[int]
+    question_start: int
+
+
+def prepare(lm: LoadedModel, case: Case) -> Prepared:
+    tokens = prompt_tokens(lm.tokenizer, case.prompt)
+    question = tokens.first_timestep(case.question_start)
+    return Prepared(case, question - tokens.text_start, tokens.timesteps(*case.answer_span), question)
+
+
+def measure(lm: LoadedModel, prepared: Prepared, spec: PolicySpec, budget: float, answer: bool,
+            max_new_tokens: int) -> dict:
+    """Run one case under one policy and budget; return its result row."""
+    case = prepared.case
+    cache_size = max(1, round(budget * prepared.doc_tokens))
+    trace = generate(lm, case.prompt, policy=spec.build(), cache_size=cache_size,
+                     max_new_tokens=max_new_tokens if answer else 1)
+    cached = cache_before(trace, prepared.question_start)
+    kept = sum(t in cached for t in prepared.fact)
+    return {
+        "case": case.index, "kind": case.kind, "fact_type": case.fact_type, "position": round(case.position, 4),
+        "doc_tokens": prepared.doc_tokens, "fact_start": prepared.fact[0], "fact_tokens": len(prepared.fact),
+        "question_start": prepared.question_start, "policy": spec.label, "budget": budget,
+        "cache_size": cache_size, "chunk_size": trace.config["chunk_size"],
+        "survived": int(kept == len(prepared.fact)), "kept_share": round(kept / len(prepared.fact), 4),
+        "answered": int(answer_matches(trace.output_text, case.answer)) if answer else "",
+        "output": trace.output_text.strip() if answer else "",
+        "seconds": round(trace.timings["total_seconds"], 3),
+    }
+
+
+def run(lm: LoadedModel, specs: list[PolicySpec], settings: RetentionSettings, out: Path, *, name: str = "retention",
+        fresh: bool = False, log: Callable[[str], None] = print) -> pd.DataFrame:
+    """Measure every missing row (case-major, so an interrupted run leaves every cell equally filled)."""
+    table = ResultTable(out, name, COLUMNS, KEY, {"model": lm.name, **asdict(settings)}, fresh=fresh)
+    cells = [(PolicySpec("full"), FULL_BUDGET)] + [(s, b) for s in specs if s.name != "full" for b in settings.budgets]
+    for index in range(settings.cases):
+        todo = [(s, b) for s, b in cells if not table.has(case=index, policy=s.label, budget=b)]
+        if not todo:
+            continue
+        prepared = prepare(lm, make_case(index, words=settings.words, seed=settings.seed))
+        for spec, budget in todo:
+            row = measure(lm, prepared, spec, budget, index < settings.accuracy_cases, settings.max_new_tokens)
+            table.add(row)
+        log(f"{name}: case {index + 1}/{settings.cases} done")
+    summary = summarise(table.frame())
+    write_summary(out, name, summary)
+    return summary
+
+
+def _rate(hits: pd.Series) -> tuple[int, int, float, float, float]:
+    values = pd.to_numeric(hits, errors="coerce").dropna().astype(int)
+    n, k = len(values), int(values.sum())
+    low, high = wilson_interval(k, n)
+    return n, k, (k / n if n else float("nan")), low, high
+
+
+def summarise(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per policy x budget: survival and accuracy with Wilson 95% intervals, and the full-cache
+    accuracy on the same cases (the ceiling)."""
+    if rows.empty:
+        return pd.DataFrame()
+    full = rows[rows.policy == "full"].set_index("case")["answered"]
+    out = []
+    for (policy, budget), group in rows.groupby(["policy", "budget"], sort=False):
+        n_s, k_s, survival, s_low, s_high = _rate(group["survived"])
+        n_a, k_a, accuracy, a_low, a_high = _rate(group["answered"])
+        answered_cases = group.loc[pd.to_numeric(group["answered"], errors="coerce").notna(), "case"]
+        _, _, ceiling, _, _ = _rate(full.reindex(answered_cases))
+        out.append({
+            "policy": policy, "budget": budget, "cache_size_mean": group["cache_size"].mean(),
+            "survival_n": n_s, "survival": survival, "survival_low": s_low, "survival_high": s_high,
+            "kept_share": group["kept_share"].mean(),
+            "accuracy_n": n_a, "accuracy": accuracy, "accuracy_low": a_low, "accuracy_high": a_high,
+            "full_accuracy": ceiling, "seconds_mean": group["seconds"].mean(),
+        })
+    return pd.DataFrame(out)

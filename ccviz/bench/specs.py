@@ -1,0 +1,48 @@
+"""Policy specs: a policy name plus options in one string, e.g. ``counter_causal_fast:score=contrast,smooth=5``.
+
+Benchmarks take policies as specs so that any policy in the registry, with any options, can be
+measured without code changes; the spec's label is the key of its rows in the result files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..cli import _literal
+from ..errors import CcvizError
+from ..policies import POLICIES, Policy, make_policy
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    name: str
+    options: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def label(self) -> str:
+        if not self.options:
+            return self.name
+        return self.name + ":" + ",".join(f"{key}={value}" for key, value in self.options)
+
+    def build(self) -> Policy:
+        return make_policy(self.name, **dict(self.options))
+
+
+def parse_spec(text: str) -> PolicySpec:
+    """Parse ``name`` or ``name:key=value,key=value`` and check it against the registry now."""
+    name, _, rest = text.strip().partition(":")
+    options = []
+    for pair in filter(None, (part.strip() for part in rest.split(","))):
+        key, sep, raw = pair.partition("=")
+        if not sep or not key.strip():
+            raise CcvizError(f"policy spec {text!r}: options are written key=value, got {pair!r}")
+        options.append((key.strip(), _literal(raw.strip())))
+    spec = PolicySpec(name, tuple(options))
+    spec.build()  # unknown names and bad options fail here, with the registry's one-line message
+    return spec
+
+
+def registered_specs() -> list[PolicySpec]:
+    """Every registered policy with its default options: the default set of every benchmark."""
+    return [PolicySpec(name) for name in POLICIES]

@@ -1,0 +1,197 @@
+"""The benchmark harness: generators, metrics, spans, result files and the perplexity measure."""
+
+import re
+
+import pytest
+import torch
+
+from ccviz import CcvizError
+from ccviz.bench.documents import COMBINATIONS, KINDS, make_case
+from ccviz.bench.metrics import (
+    answer_matches,
+    cache_before,
+    fact_survived,
+    first_divergence,
+    repeated_ngram_rate,
+    wilson_interval,
+)
+from ccviz.bench.perplexity import sequence_nll
+from ccviz.bench.results import ResultTable, load_results
+from ccviz.bench.retention import measure, prepare
+from ccviz.bench.spans import prompt_tokens
+from ccviz.bench.specs import PolicySpec, parse_spec
+from ccviz.prompts import encode_prompt
+from ccviz.trace import Cycle, TokenRecord, Trace
+
+
+# ----- document generator ----------------------------------------------------------------------
+def test_generator_is_deterministic_and_seeded():
+    assert make_case(7) == make_case(7)
+    assert make_case(7, words=900, position=0.3) == make_case(7, words=900, position=0.3)
+    assert make_case(7).prompt != make_case(7, seed=1).prompt
+    assert make_case(7).prompt != make_case(8).prompt
+
+
+@pytest.mark.parametrize("words", [60, 400, 1500])
+def test_fact_is_stated_exactly_once_and_the_question_is_last(words):
+    for index in range(3 * len(COMBINATIONS)):
+        case = make_case(index, words=words)
+        start, end = case.answer_span
+        assert case.prompt[start:end] == case.answer
+        hits = re.findall(rf"(?<!\w){re.escape(case.answer)}(?!\w)", case.prompt, flags=re.IGNORECASE)
+        assert len(hits) == 1, (index, case.answer)
+        assert case.prompt[case.question_start :].startswith("Question: ")
+        assert "\n" not in case.prompt[case.question_start :] and end < case.question_start
+
+
+def test_every_kind_and_fact_type_is_covered_and_filler_does_not_repeat():
+    cases = [make_case(i) for i in range(len(COMBINATIONS))]
+    assert {(c.kind, c.fact_type) for c in cases} == set(COMBINATIONS)
+    assert {c.kind for c in cases} == set(KINDS)
+    for case in cases:
+        splitter = r"\n" if case.kind == "chat" else r"(?<=[.?!:])\s+"
+        units = [s for s in re.split(splitter, case.prompt) if len(s.split()) > 3]
+        assert len(units) == len(set(units)) > 20
+
+
+def test_position_and_length_are_parameters():
+    early = make_case(3, position=0.1, words=600)
+    late = make_case(3, position=0.9, words=600)
+    assert early.answer_span[0] / len(early.prompt) < 0.2 < 0.8 < late.answer_span[0] / len(late.prompt)
+    assert len(make_case(3, words=1200).prompt) > 1.8 * len(make_case(3, words=600).prompt)
+    with pytest.raises(CcvizError, match="position"):
+        make_case(0, position=1.5)
+    with pytest.raises(CcvizError, match="kind/fact"):
+        make_case(0, kind="meeting", fact_type="allergy")
+
+
+# ----- metrics ---------------------------------------------------------------------------------
+def test_wilson_interval_matches_published_values():
+    low, high = wilson_interval(5, 10)
+    assert low == pytest.approx(0.2366, abs=1e-4) and high == pytest.approx(0.7634, abs=1e-4)
+    low, high = wilson_interval(0, 10)
+    assert low == 0.0 and high == pytest.approx(0.2775, abs=1e-4)
+    assert wilson_interval(0, 0) == (0.0, 1.0)
+
+
+@pytest.mark.parametrize(
+    "output, answer, expected",
+    [
+        ("The patient's insurance policy number is QX-5821.", "QX-5821", True),
+        ("qx5821", "QX-5821", True),
+        ("QX-582", "QX-5821", False),
+        ("The budget was 4,817 euros", "4817", True),
+        ("The budget was 14817 euros", "4817", False),
+        ("She is allergic to bee stings.", "bee stings", True),
+        ("She is allergic to bees.", "bee stings", False),
+        ("", "latex", False),
+    ],
+)
+def test_answer_match_is_normalised_but_whole_word(output, answer, expected):
+    assert answer_matches(output, answer) is expected
+
+
+def _trace(cycles: list[tuple[int, list[int]]], n_tokens: int) -> Trace:
+    """A hand-built trace: ``cycles`` are (step, kept) pairs."""
+    tokens = [TokenRecord(t=t, id=t, text=str(t), source="prompt") for t in range(n_tokens)]
+    built = [Cycle(index=i, step=step, phase="prefill", candidates=[], kept=kept, scores={}, seconds=0.0)
+             for i, (step, kept) in enumerate(cycles)]
+    return Trace(config={}, tokens=tokens, cycles=built)
+
+
+def test_survival_is_read_at_the_last_refresh_before_the_question():
+    # Frozen 0-1; refreshes every 4 tokens keep the frozen prefix plus a few chosen entries.
+    trace = _trace([(4, [0, 1, 2, 3]), (8, [0, 1, 3, 6, 7]), (12, [0, 1, 6, 10, 11]), (16, [0, 1, 14, 15])], 20)
+    assert cache_before(trace, 10) == {0, 1, 3, 6, 7, 8, 9}  # refresh at step 8, then tokens 8 and 9
+    assert fact_survived(trace, [3], question_start=10)  # kept at step 8; evicted at 12, after the question began
+    assert not fact_survived(trace, [2, 3], question_start=10)  # 2 was evicted at step 8
+    assert fact_survived(trace, [8, 9], question_start=10)  # processed after the last refresh
+    assert fact_survived(trace, [3], question_start=8)  # a refresh at the question's own step counts
+    assert not fact_survived(trace, [3], question_start=13)
+    assert fact_survived(trace, [2], question_start=3)  # before the first refresh nothing is evicted
+    with pytest.raises(ValueError):
+        fact_survived(trace, [12], question_start=10)
+
+
+def test_first_divergence_and_repeated_ngrams():
+    assert first_divergence([1, 2, 3, 4], [1, 2, 9, 4]) == 2
+    assert first_divergence([1, 2, 3], [1, 2, 3]) == 3
+    assert first_divergence([1, 2, 3], [1, 2]) == 2
+    assert repeated_ngram_rate([1, 2, 3, 4, 5, 6], n=2) == 0.0
+    assert repeated_ngram_rate([7, 7, 7, 7, 7], n=2) == pytest.approx(3 / 4)
+    assert repeated_ngram_rate([1, 2], n=4) == 0.0
+
+
+# ----- spans, specs, result files -----------------------------------------------------------------
+def test_spans_map_characters_to_the_engines_timesteps(tiny):
+    case = make_case(5)
+    tokens = prompt_tokens(tiny.tokenizer, case.prompt)
+    assert tokens.ids == encode_prompt(tiny.tokenizer, case.prompt, chat=True).ids
+    fact = tokens.timesteps(*case.answer_span)
+    assert tiny.tokenizer.decode([tokens.ids[t] for t in fact]).strip() == case.answer
+    question = tokens.first_timestep(case.question_start)
+    assert tiny.tokenizer.decode(tokens.ids[question : question + 2]).startswith("Question")
+
+
+def test_policy_specs_parse_and_fail_in_one_line():
+    spec = parse_spec("counter_causal_fast:score=contrast,smooth=5")
+    assert spec == PolicySpec("counter_causal_fast", (("score", "contrast"), ("smooth", 5)))
+    assert spec.label == "counter_causal_fast:score=contrast,smooth=5"
+    assert spec.build().smooth == 5
+    assert parse_spec("sliding").label == "sliding"
+    with pytest.raises(CcvizError, match="unknown policy"):
+        parse_spec("nope")
+    with pytest.raises(CcvizError, match="key=value"):
+        parse_spec("counter_causal:score")
+    with pytest.raises(CcvizError, match="no option"):
+        parse_spec("sliding:window=3")
+
+
+def test_result_table_resumes_and_refuses_other_settings(tmp_path):
+    def table(**kw):
+        return ResultTable(tmp_path, "demo", ["case", "policy", "value"], ["case", "policy"], {"words": 10}, **kw)
+
+    first = table()
+    first.add({"case": 0, "policy": "sliding", "value": 0.5})
+    again = table()
+    assert again.has(case=0, policy="sliding") and not again.has(case=1, policy="sliding")
+    again.add({"case": 1, "policy": "sliding", "value": 0.25})
+    assert again.frame()["value"].tolist() == [0.5, 0.25]
+    with pytest.raises(CcvizError, match="other settings"):
+        ResultTable(tmp_path, "demo", ["case", "policy", "value"], ["case", "policy"], {"words": 20})
+    assert not table(fresh=True).has(case=0, policy="sliding")
+    loaded = load_results(tmp_path)
+    assert loaded["meta"]["demo"]["settings"] == {"words": 10} and loaded["meta"]["demo"]["commit"]
+
+
+# ----- the measures on real runs -----------------------------------------------------------------
+def test_retention_survival_follows_the_sliding_window_rule(tiny):
+    """Under a sliding window the fact survives iff it is within J of the last refresh step before the
+    question: an analytic check of the whole measurement path (spans, trace, metric)."""
+    for index in range(4):
+        prepared = prepare(tiny, make_case(index, words=120))
+        row = measure(tiny, prepared, PolicySpec("sliding"), 0.3, answer=False, max_new_tokens=1)
+        J, h = row["cache_size"], row["chunk_size"]
+        last_refresh = prepared.question_start // h * h
+        expected = all(t >= last_refresh - J for t in prepared.fact)
+        assert row["survived"] == int(expected), (index, row)
+
+
+@pytest.mark.parametrize("fixture", ["tiny", "smollm"])
+def test_perplexity_under_full_equals_the_models_teacher_forced_nll(fixture, request):
+    lm = request.getfixturevalue(fixture)
+    text = make_case(2, words=150).prompt
+    total, count = sequence_nll(lm, text, policy="full", cache_size=32)
+    ids = torch.tensor([encode_prompt(lm.tokenizer, text, chat=False).ids])
+    with torch.inference_mode():
+        logits = lm.model(input_ids=ids).logits[0, :-1].float()
+    expected = torch.nn.functional.cross_entropy(logits, ids[0, 1:], reduction="sum").item()
+    assert count == ids.shape[1] - 1
+    assert total / count == pytest.approx(expected / count, abs=1e-4)  # nats per token
+
+
+def test_perplexity_rises_when_a_small_window_forgets_the_context(smollm):
+    text = make_case(2, words=150).prompt
+    full, count = sequence_nll(smollm, text, policy="full", cache_size=32)
+    evicted, _ = sequence_nll(smollm, text, policy="sliding", cache_size=16)
+    assert evicted / count > full / count + 0.05  # the refreshes really happen inside the measure

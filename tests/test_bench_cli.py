@@ -1,0 +1,63 @@
+"""`python -m ccviz bench`: the CI-sized run of every task, its files, and one-line errors."""
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ccviz import POLICIES
+from ccviz.bench.results import load_results
+
+QUICK_LIMIT_S = 180  # the issue's budget for --quick in CI
+
+
+def _bench(*args, timeout=QUICK_LIMIT_S + 60):
+    return subprocess.run([sys.executable, "-m", "ccviz", "bench", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def test_quick_runs_every_task_in_ci_time_and_writes_loadable_results(tmp_path):
+    started = time.monotonic()
+    result = _bench("all", "--quick", "--threads", "2", "--out", str(tmp_path))
+    elapsed = time.monotonic() - started
+    assert result.returncode == 0, result.stderr
+    assert elapsed < QUICK_LIMIT_S, f"--quick took {elapsed:.0f} s"
+    results = load_results(tmp_path)
+    evicting = [name for name, cls in POLICIES.items() if cls.evicts]
+    for name in ("retention", "perplexity", "decode", "efficiency_refresh", "efficiency_e2e"):
+        assert set(results[name]["policy"]) >= set(evicting), name
+        assert results["meta"][name]["commit"] and results["meta"][name]["machine"], name
+    for name in ("retention", "perplexity", "decode", "efficiency", "ablation_retention", "ablation_perplexity"):
+        assert not results[f"{name}_summary"].empty, name
+    retention = results["retention"]
+    assert set(retention["survived"]) <= {0, 1}
+    assert (retention.loc[retention.policy == "full", "survived"] == 1).all()
+    for title in ("Rare-fact retention", "Long-text perplexity", "Decode-heavy generation", "Efficiency", "ablation"):
+        assert title in result.stdout
+
+
+def test_a_rerun_resumes_instead_of_measuring_again(tmp_path):
+    args = ("perplexity", "--quick", "--policy", "sliding", "--out", str(tmp_path))
+    assert _bench(*args).returncode == 0
+    rows = len(load_results(tmp_path)["perplexity"])
+    again = _bench(*args)
+    assert again.returncode == 0 and len(load_results(tmp_path)["perplexity"]) == rows
+    changed = _bench(*args, "--set", "tokens=100")
+    assert changed.returncode == 2 and "other settings" in changed.stderr
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["retention", "--policy", "nope"], "unknown policy 'nope'"),
+        (["retention", "--policy", "sliding:window=3"], "has no option 'window'"),
+        (["retention", "--set", "colour=red"], "--set takes FIELD=VALUE"),
+        (["all", "--set", "cases=2"], "--set works with one task"),
+        (["decode", "--threads", "0"], "--threads must be at least 1"),
+    ],
+)
+def test_bad_bench_input_gives_one_line_error(args, message, tmp_path):
+    result = _bench(*args, "--out", str(tmp_path), timeout=120)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ccviz: error: ") and message in lines[0], result.stderr
