@@ -2,6 +2,7 @@
 
 The app, the Traces page (uploaded files) and the tests all use these same builders, so what a user
 sees for a live run and for a reloaded trace is identical.
+(:mod:`.benchmarks` is the exception: it draws the benchmark harness's result frames.)
 """
 
 from .compare import PhraseSurvival, jaccard_matrix, overlap_heatmap, phrase_survival, run_summary

@@ -1,0 +1,112 @@
+"""The one command that reproduces a benchmark result, rebuilt from what the harness recorded.
+
+A figure is only reproducible if the command shown under it is the one that measured it: the
+settings come from the metadata (as ``--quick`` and ``--set`` against the task's own defaults), the
+policies from the rows, the model and thread count from the provenance, the folder from where the
+files are. Run again, the same command also finishes a partial result (the harness resumes).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from ..bench import ablation
+from ..bench.decode import DecodeSettings
+from ..bench.efficiency import EfficiencySettings
+from ..bench.perplexity import PerplexitySettings
+from ..bench.results import DEFAULT_DIR, QUICK_DIR, REPO_ROOT
+from ..bench.retention import RetentionSettings
+from ..figures.benchmarks import FULL
+from ..models import DEFAULT_MODEL
+from ..policies import POLICIES
+
+SETTINGS = {  # result file -> the settings class that wrote it
+    "retention": RetentionSettings, "ablation_retention": RetentionSettings,
+    "perplexity": PerplexitySettings, "ablation_perplexity": PerplexitySettings,
+    "decode": DecodeSettings, "efficiency_refresh": EfficiencySettings, "efficiency_e2e": EfficiencySettings,
+}
+
+
+def _plain(value: Any) -> Any:
+    return json.loads(json.dumps(value))  # tuples -> lists, as in the metadata files
+
+
+def _cli_value(value: Any) -> str:
+    return ",".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
+def settings_flags(measured: dict[str, Any], settings_class: type, *, allow_set: bool = True) -> list[str]:
+    """``--quick`` and ``--set`` flags that rebuild ``measured`` from the task's defaults (the fewest).
+
+    Without ``allow_set`` (the ablation: it takes no --set and picks its own budgets) only ``--quick``
+    or nothing, whichever matches.
+    """
+    ignored = {"model", "threads"} | (set() if allow_set else {"budgets"})
+    measured = {k: v for k, v in measured.items() if k not in ignored}
+    choices = []
+    for flags, base in (([], settings_class()), (["--quick"], settings_class.quick())):
+        base = _plain(asdict(base))
+        changed = {k: v for k, v in measured.items() if base.get(k) != v}
+        sets = [f"--set {shlex.quote(f'{k}={_cli_value(v)}')}" for k, v in changed.items()]
+        choices.append((len(changed), flags + sets if allow_set else flags))
+    return min(choices, key=lambda choice: choice[0])[1]
+
+
+def _policy_flags(task: str, measured: set[str], complete: bool, quick: bool) -> list[str]:
+    """``--policy`` flags unless the rows hold the task's default policies (or, while partial, a part of them)."""
+    measured = measured - {FULL}
+    if task == "ablation":
+        default = {spec.label for spec in ablation.ablation_specs()}
+        complete = complete and not quick  # quick measures two corners of the grid
+    else:
+        default = set(POLICIES) - {FULL}
+    if measured - default or (complete and measured and measured != default):
+        return [f"--policy {shlex.quote(label)}" for label in sorted(measured)]
+    return []
+
+
+def run_flags(meta: dict[str, Any]) -> list[str]:
+    """``--model`` and ``--threads`` as the metadata records them, where they are not the defaults."""
+    flags = []
+    model = meta.get("settings", {}).get("model")
+    if model and model != DEFAULT_MODEL:
+        flags.append(f"--model {shlex.quote(str(model))}")
+    threads = meta.get("torch_threads", 1)
+    if threads != 1:
+        flags.append(f"--threads {threads}")
+    return flags
+
+
+def out_flag(directory: Path, quick: bool) -> list[str]:
+    """``--out DIR`` unless ``directory`` is where the harness writes by default."""
+    path = Path(directory).resolve()
+    if path == (QUICK_DIR if quick else DEFAULT_DIR).resolve():
+        return []
+    return [f"--out {shlex.quote(str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path))}"]
+
+
+def reproduce_command(task: str, meta: dict[str, dict[str, Any]], policies: set[str], directory: Path, *,
+                      complete: bool) -> str:
+    """The command that measured ``task`` into ``directory`` (and finishes it if it is partial).
+
+    ``meta``: the task's metadata per result file; ``policies``: the labels in its rows. ``--model``
+    is the name the harness recorded (``tiny-random``, or a checkpoint folder's name).
+    """
+    name, first = next(((n, m) for n, m in meta.items() if n in SETTINGS), ("", {}))
+    if not first.get("settings"):
+        return plain_command(task, False, first, directory)
+    flags = settings_flags(first["settings"], SETTINGS[name], allow_set=task != "ablation")
+    quick = "--quick" in flags
+    parts = ["python -m ccviz bench", task, *flags, *_policy_flags(task, policies, complete, quick)]
+    return " ".join(parts + run_flags(first) + out_flag(directory, quick))
+
+
+def plain_command(task: str, quick: bool, meta: dict[str, Any], directory: Path) -> str:
+    """``task`` (or ``all``) with default or quick settings, the model and threads of ``meta`` (another
+    task's metadata from the same folder) and the folder: for what has not been measured yet."""
+    parts = ["python -m ccviz bench", task, *["--quick"] * quick]
+    return " ".join(parts + run_flags(meta) + out_flag(directory, quick))

@@ -1,0 +1,79 @@
+"""How one benchmark section is laid out: provenance, progress, figures, tables, the paper note and
+the command that reproduces it. Everything shown is computed in :mod:`ccviz.ui.bench_results`."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from .bench_results import Section
+from .views import CHART_CONFIG
+
+PAPER_NOTES = {  # task -> how its setting differs from the paper's (method.md, the seed review)
+    "retention": (
+        "The paper scores answer accuracy on real long documents (LongHealth clinical records, Qasper papers, "
+        "LoCoMo 300-turn conversations) with 3B-14B models in fp16 on a GPU, one greedy rollout and no intervals. "
+        "Here the documents are synthetic, each stating one fact once and asking about it at the end, and the "
+        "model is the one named above (by default the 135M-parameter SmolLM2, on a CPU); J is a share of each "
+        "document (h = J/4, as in the paper). Survival is read from the cache itself; accuracy is a normalised "
+        "string match; both carry Wilson 95% intervals."
+    ),
+    "perplexity": (
+        "Not in the paper, which reports task accuracy only. This is the StreamingLLM-style measure: long prose is "
+        "teacher-forced through the same refresh cycle (a refresh after every h = J/4 tokens), so every token is "
+        "predicted from what the cache held at that moment."
+    ),
+    "decode": (
+        "The paper's decode-heavy tests are MATH500 (J = 512, h = 256) and AIME with Qwen3-8B thinking "
+        "(J = 4096, up to 16,384 generated tokens), scored by answer accuracy. A 135M-parameter model cannot solve "
+        "those, so here each policy's greedy continuation of a long-writing prompt is compared with the full cache's: "
+        "the first token where they differ, and the share of repeated 4-grams (a looping signal)."
+    ),
+    "efficiency": (
+        "The paper's Table 1 gives milliseconds per refresh on an RTX 4090 with Qwen2.5-7B in fp16 (n = 512 and "
+        "4096), seconds per MATH500 sample and peak GPU memory. Here one refresh decision (scores plus top-J) is timed "
+        "as a ratio to one plain forward pass over the same n tokens in the same process, which survives a shared, "
+        "noisy machine better than seconds; the end-to-end time and peak resident memory (CPU RSS, not GPU memory) "
+        "come from one long prompt plus a decode under each policy. Work a policy does on every forward pass "
+        "(H2O's attention bookkeeping) shows only in the end-to-end time."
+    ),
+    "ablation": (
+        "Not in the paper, which ranks by the raw logit only (full and fast variants). The logprob and contrast "
+        "scores, min_gap and window smoothing are this project's calibrations (method.md, section 2; smoothing is "
+        "the review's phrase-level suggestion), each measured on the retention and perplexity tasks at one budget."
+    ),
+}
+
+
+def _command(section: Section, lead: str) -> None:
+    st.markdown(lead)
+    st.code(section.command, language="bash")
+
+
+def section_view(section: Section, folder: str) -> None:
+    """One task's results, or a plain message saying which command produces them."""
+    if section.error:
+        st.error(section.error)
+        _command(section, "This command measures them again (add `--fresh` to discard the task's rows and start over):")
+        return
+    if not section.meta and not section.measured:
+        _command(section, f"No results in `{folder}` yet. This command produces them:")
+        return
+    for line in section.provenance:
+        st.caption(line)
+    if section.incomplete:
+        st.warning(
+            "Partial results (a run still going, or one that stopped): " + "; ".join(section.incomplete)
+            + ". The command below measures the rest; it resumes where the rows end."
+        )
+    if not section.measured:
+        _command(section, "Nothing to plot yet: no evicting policy has a result. This command produces them:")
+        return
+    for i, fig in enumerate(section.figures):
+        st.plotly_chart(fig, key=f"bench.{section.task}.{i}", config=CHART_CONFIG)
+    for table in section.tables:
+        st.markdown(table)
+    with st.expander("All numbers of the summary"):
+        for name, summary in section.summaries.items():
+            st.dataframe(summary, hide_index=True, key=f"bench.{section.task}.{name}")
+    st.markdown(f"**What differs from the paper.** {PAPER_NOTES[section.task]}")
+    _command(section, "**Reproduce** (resumable: rows already measured are kept):")

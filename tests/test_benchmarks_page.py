@@ -1,0 +1,212 @@
+"""The Benchmarks page: figure builders on hand-built frames, the reproduce command rebuilt from the
+metadata, and the page itself (AppTest) on a real quick run, on a partial/broken copy and on nothing."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from ccviz.bench.ablation import RETENTION_BUDGET, ablation_specs
+from ccviz.bench.results import DEFAULT_DIR
+from ccviz.bench.retention import RetentionSettings
+from ccviz.figures.benchmarks import divergence_figure, perplexity_figure, rate_figure, refresh_cost_figure
+from ccviz.ui.bench_commands import reproduce_command
+
+ROOT = Path(__file__).resolve().parents[1]
+NAN = float("nan")
+
+
+def _rate_row(policy, budget, survival, s_low, s_high, accuracy, a_low, a_high, n=10):
+    return dict(policy=policy, budget=budget, survival=survival, survival_low=s_low, survival_high=s_high,
+                survival_n=n, accuracy=accuracy, accuracy_low=a_low, accuracy_high=a_high, accuracy_n=n)
+
+
+RETENTION = pd.DataFrame([
+    _rate_row("full", 1.0, 1.0, 0.72, 1.0, 0.7, 0.4, 0.89),
+    _rate_row("sliding", 0.5, 0.6, 0.31, 0.83, NAN, NAN, NAN, n=0),  # no accuracy measured in this cell
+    _rate_row("sliding", 0.1, 0.1, 0.02, 0.4, 0.0, 0.0, 0.28),
+    _rate_row("tova", 0.1, 0.3, 0.11, 0.6, 0.2, 0.06, 0.51),
+    _rate_row("tova", 0.5, 0.9, 0.6, 0.98, 0.5, 0.24, 0.76),
+])
+
+
+def _policy_rows(frame: pd.DataFrame, policy: str, x: str, y: str) -> pd.DataFrame:
+    return frame[frame.policy == policy].dropna(subset=[y]).sort_values(x)
+
+
+def test_rate_figures_plot_the_summary_with_wilson_bars_and_the_full_cache_ceiling():
+    for measure in ("survival", "accuracy"):
+        fig = rate_figure(RETENTION, measure)
+        assert [t.name for t in fig.data] == ["sliding", "tova"]  # measured order, full as a line instead
+        for trace in fig.data:
+            rows = _policy_rows(RETENTION, trace.name, "budget", measure)
+            assert list(trace.x) == list(rows.budget) and list(trace.y) == pytest.approx(list(rows[measure]))
+            assert list(trace.error_y.array) == pytest.approx(list(rows[f"{measure}_high"] - rows[measure]))
+            assert list(trace.error_y.arrayminus) == pytest.approx(list(rows[measure] - rows[f"{measure}_low"]))
+        (line,) = fig.layout.shapes
+        assert line.y0 == line.y1 == RETENTION.loc[0, measure]
+    assert list(rate_figure(RETENTION, "accuracy").data[0].x) == [0.1]  # the unmeasured cell is left out, not 0
+
+
+def test_perplexity_divergence_and_refresh_figures_plot_the_frame_numbers():
+    ppl = pd.DataFrame({
+        "policy": ["full", "sliding", "sliding", "h2o"], "budget": [2048, 128, 64, 64],
+        "nll": [3.1, 3.4, 3.9, 3.6], "perplexity": [math.exp(v) for v in (3.1, 3.4, 3.9, 3.6)],
+        "delta_nll": [0.0, 0.3, 0.8, 0.5],
+    })
+    fig = perplexity_figure(ppl)
+    assert [t.name for t in fig.data] == ["sliding", "h2o"]
+    assert list(fig.data[0].x) == [64, 128] and list(fig.data[0].y) == [3.9, 3.4]
+    assert fig.layout.shapes[0].y0 == 3.1 and fig.layout.xaxis.type == "log"
+
+    decode = pd.DataFrame({
+        "policy": ["full", "tova", "tova"], "budget": [400, 64, 128], "first_divergence_median": [400, 12.5, 40],
+        "first_divergence_mean": [400, 15.0, 38.2], "repeated_4grams": [0.01, 0.3, 0.1], "prompts": [6, 6, 6],
+    })
+    fig = divergence_figure(decode)
+    assert [t.name for t in fig.data] == ["tova"] and list(fig.data[0].y) == [12.5, 40]
+
+    refresh = pd.DataFrame({
+        "policy": ["counter_causal", "sliding", "counter_causal", "sliding"], "n": [1024, 1024, 512, 512],
+        "ratio": [1.2, 2e-5, 0.6, 1e-5], "refresh_seconds": [0.12, 2e-6, 0.03, 5e-7],
+        "forward_seconds": [0.1, 0.1, 0.05, 0.05],
+    })
+    fig = refresh_cost_figure(refresh)
+    assert [t.name for t in fig.data] == ["counter_causal", "sliding"]
+    assert list(fig.data[0].x) == [512, 1024] and list(fig.data[0].y) == [0.6, 1.2]
+    assert list(fig.data[1].y) == [1e-5, 2e-5]
+    assert fig.layout.yaxis.type == "log" and fig.layout.shapes[0].y0 == 1.0  # one plain forward
+
+
+def test_figures_of_frames_without_evicting_rows_are_empty_not_errors():
+    only_full = RETENTION[RETENTION.policy == "full"]
+    assert not rate_figure(only_full, "survival").data
+    assert not rate_figure(RETENTION.iloc[0:0], "survival").layout.shapes  # no full cache: no line
+
+
+def _meta(settings: dict, threads: int = 1) -> dict:
+    return {"commit": "abc1234", "torch_threads": threads, "settings": settings}
+
+
+def test_the_reproduce_command_is_rebuilt_from_the_recorded_settings():
+    defaults = {"model": "SmolLM2-135M-Instruct", **asdict(RetentionSettings())}
+    meta = {"retention": _meta(json.loads(json.dumps(defaults)))}
+    everything = {"sliding", "streaming_llm", "tova", "h2o", "snapkv", "importance_keyproxy", "counter_causal",
+                  "counter_causal_fast", "full"}
+    command = reproduce_command("retention", meta, everything, DEFAULT_DIR, complete=True)
+    assert command == "python -m ccviz bench retention"
+
+    changed = {"retention": _meta({**defaults, "cases": 20, "budgets": [0.1, 0.5]}, threads=2)}
+    command = reproduce_command("retention", changed, {"full", "sliding", "h2o"}, Path("/tmp/r"), complete=True)
+    assert command == ("python -m ccviz bench retention --set cases=20 --set budgets=0.1,0.5 "
+                       "--policy h2o --policy sliding --threads 2 --out /tmp/r")
+    # While partial, the rows may not have reached every policy yet: no --policy guessed from them.
+    partial = reproduce_command("retention", changed, {"full", "sliding"}, Path("/tmp/r"), complete=False)
+    assert "--policy" not in partial
+    assert "--policy tova:normalize=True --threads" in reproduce_command(
+        "retention", changed, {"tova:normalize=True"}, Path("/tmp/r"), complete=False)
+
+    quick = {"model": "tiny-random", **asdict(replace(RetentionSettings.quick(), budgets=(RETENTION_BUDGET,)))}
+    corners = {ablation_specs()[0].label, ablation_specs()[-1].label}
+    command = reproduce_command("ablation", {"ablation_retention": _meta(json.loads(json.dumps(quick)))}, corners,
+                                Path("/tmp/a"), complete=True)
+    assert command == "python -m ccviz bench ablation --quick --model tiny-random --out /tmp/a"
+
+
+# --- the page ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def quick_results(tmp_path_factory) -> Path:
+    """A real ``python -m ccviz bench all --quick`` on the tiny model (about 15 s)."""
+    out = tmp_path_factory.mktemp("bench") / "quick"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "ccviz", "bench", "all", "--quick", "--model", "tiny-random", "--out", str(out)],
+        capture_output=True, text=True, timeout=300, env=env, cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def _page(monkeypatch, folder: Path) -> AppTest:
+    monkeypatch.setenv("CCVIZ_MODEL", "tiny-random")
+    monkeypatch.setenv("CCVIZ_BENCH_RESULTS", str(folder))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.run()
+    at.switch_page("pages/benchmarks.py").run()
+    assert not at.exception
+    return at
+
+
+def _commands(at: AppTest) -> list[str]:
+    return [code.value for code in at.code]
+
+
+def test_page_plots_a_quick_run_with_provenance_tables_and_commands(monkeypatch, quick_results):
+    at = _page(monkeypatch, quick_results)
+    assert not at.error and not at.warning
+    assert [tab.label for tab in at.tabs] == ["Rare-fact retention", "Long-text perplexity", "Decode-heavy generation",
+                                              "Efficiency", "Score-variant ablation"]
+    meta = json.loads((quick_results / "retention.json").read_text())
+    captions = " ".join(c.value for c in at.caption)
+    assert f"`{meta['commit']}`" in captions and meta["machine"] in captions and "tiny-random" in captions
+    flags = f"--quick --model tiny-random --out {quick_results}"
+    assert _commands(at) == [f"python -m ccviz bench {task} {flags}"
+                             for task in ("retention", "perplexity", "decode", "efficiency", "ablation")]
+
+    charts = [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+    titles = [chart["layout"]["title"]["text"] for chart in charts]
+    assert [t.split(" ")[0] for t in titles] == ["Fact", "Answer", "Long-text", "Decode-heavy", "Refresh"]
+    summary = pd.read_csv(quick_results / "retention_summary.csv")
+    for trace in charts[0]["data"]:  # what is drawn is what the harness summarised
+        rows = summary[summary.policy == trace["name"]]
+        assert trace["y"] == pytest.approx(list(rows.survival), abs=1e-5)
+    full = summary[summary.policy == "full"]
+    assert charts[0]["layout"]["shapes"][0]["y0"] == pytest.approx(full.survival.iloc[0])
+    refresh = pd.read_csv(quick_results / "efficiency_refresh.csv")
+    assert {t["name"] for t in charts[4]["data"]} == set(refresh.policy)
+    assert sorted(t["y"][0] for t in charts[4]["data"]) == pytest.approx(sorted(refresh.ratio))
+
+    text = " ".join(m.value for m in at.markdown)
+    assert "Fact survival" in text and "full cache" in text and "refresh / forward" in text  # the report's tables
+    assert text.count("What differs from the paper") == 5
+
+
+def test_page_shows_partial_missing_and_unreadable_results_plainly(monkeypatch, quick_results, tmp_path):
+    folder = tmp_path / "partial"
+    shutil.copytree(quick_results, folder)
+    rows = pd.read_csv(folder / "retention.csv")
+    rows[rows.case == 0].to_csv(folder / "retention.csv", index=False)  # as if stopped after the first case
+    for name in ("perplexity", "ablation_perplexity"):
+        for path in folder.glob(f"{name}*"):
+            path.unlink()
+    at = _page(monkeypatch, folder)
+    warnings = [w.value for w in at.warning]
+    assert len(warnings) == 2 and "retention: 1 of 2 cases so far" in warnings[0]
+    assert "ablation_perplexity: not started yet" in warnings[1]
+    assert any(f"No results in `{folder}` yet" in m.value for m in at.markdown)
+    assert f"python -m ccviz bench perplexity --quick --model tiny-random --out {folder}" in _commands(at)
+    assert not at.error
+
+    (folder / "decode.csv").write_text("prompt,policy\n0,full,extra,fields\n")
+    at = _page(monkeypatch, folder)
+    assert at.error and "could not read" in at.error[0].value
+
+
+def test_page_on_an_empty_folder_says_which_command_produces_results(monkeypatch, tmp_path):
+    at = _page(monkeypatch, tmp_path)
+    assert not at.error and not at.get("plotly_chart")
+    assert f"python -m ccviz bench all --out {tmp_path}" in at.info[0].value
+    assert _commands(at) == [f"python -m ccviz bench {task} --out {tmp_path}"
+                             for task in ("retention", "perplexity", "decode", "efficiency", "ablation")]
