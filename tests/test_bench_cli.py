@@ -2,26 +2,21 @@
 
 import subprocess
 import sys
-import time
 
 import pytest
 
 from ccviz import POLICIES
 from ccviz.bench.results import load_results
 
-QUICK_LIMIT_S = 180  # the budget for --quick in CI
 
-
-def _bench(*args, timeout=QUICK_LIMIT_S + 60):
+def _bench(*args, timeout=900):  # a hang guard, not a speed check
     return subprocess.run([sys.executable, "-m", "ccviz", "bench", *args], capture_output=True, text=True, timeout=timeout)
 
 
 def test_quick_runs_every_task_in_ci_time_and_writes_loadable_results(tmp_path):
-    started = time.monotonic()
-    result = _bench("all", "--quick", "--threads", "2", "--out", str(tmp_path))
-    elapsed = time.monotonic() - started
+    # Its duration is a benchmark matter (measured and reported), never a timed assertion.
+    result = _bench("all", "--quick", "--out", str(tmp_path))  # one thread: the default
     assert result.returncode == 0, result.stderr
-    assert elapsed < QUICK_LIMIT_S, f"--quick took {elapsed:.0f} s"
     results = load_results(tmp_path)
     evicting = [name for name, cls in POLICIES.items() if cls.evicts]
     for name in ("retention", "perplexity", "decode", "efficiency_refresh", "efficiency_e2e"):
