@@ -13,7 +13,7 @@
 
 All timings are interleaved across policies and repeated; the medians are compared.
 
-Run: ``python bench/attention_policies.py [--sizes 640 1280 2560] [--repeats 5] [--new-tokens 64]``
+Run: ``python bench/attention_policies.py [--sizes 640 1280 2560] [--repeats 5] [--new-tokens 64] [--threads N]``
 """
 
 from __future__ import annotations
@@ -138,7 +138,10 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[640, 1280, 2560])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--new-tokens", type=int, default=64)
+    parser.add_argument("--threads", type=int, help="torch threads (1 gives steadier ratios on a shared machine)")
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     lm = load_model()
     install_hooks(lm.model)
     print(header("attention-based policies"))
