@@ -1,7 +1,9 @@
 """The benchmark harness: generators, metrics, spans, result files and the perplexity measure."""
 
 import re
+import xml.etree.ElementTree as ET
 
+import pandas as pd
 import pytest
 import torch
 
@@ -16,6 +18,7 @@ from ccviz.bench.metrics import (
     wilson_interval,
 )
 from ccviz.bench.perplexity import sequence_nll
+from ccviz.bench.plots import write_plots
 from ccviz.bench.results import ResultTable, load_results
 from ccviz.bench.retention import measure, prepare
 from ccviz.bench.spans import prompt_tokens
@@ -159,6 +162,12 @@ def test_result_table_resumes_and_refuses_other_settings(tmp_path):
     assert again.frame()["value"].tolist() == [0.5, 0.25]
     with pytest.raises(CcvizError, match="other settings"):
         ResultTable(tmp_path, "demo", ["case", "policy", "value"], ["case", "policy"], {"words": 20})
+    again.pin_policies([PolicySpec("h2o")])
+    pinned = table()
+    pinned.meta["policies"]["h2o"] = {"normalize": True}  # as if h2o's default had changed since
+    with pytest.raises(CcvizError, match="'h2o' now means"):
+        pinned.pin_policies([PolicySpec("h2o")])
+    pinned.pin_policies([parse_spec("h2o:normalize=true")])  # written out, the spec is unambiguous
     assert not table(fresh=True).has(case=0, policy="sliding")
     loaded = load_results(tmp_path)
     assert loaded["meta"]["demo"]["settings"] == {"words": 10} and loaded["meta"]["demo"]["commit"]
@@ -180,7 +189,7 @@ def test_retention_survival_follows_the_sliding_window_rule(tiny):
 @pytest.mark.parametrize("fixture", ["tiny", "smollm"])
 def test_perplexity_under_full_equals_the_models_teacher_forced_nll(fixture, request):
     lm = request.getfixturevalue(fixture)
-    text = make_case(2, words=150).prompt
+    text = make_case(2, words=60).prompt
     total, count = sequence_nll(lm, text, policy="full", cache_size=32)
     ids = torch.tensor([encode_prompt(lm.tokenizer, text, chat=False).ids])
     with torch.inference_mode():
@@ -191,7 +200,20 @@ def test_perplexity_under_full_equals_the_models_teacher_forced_nll(fixture, req
 
 
 def test_perplexity_rises_when_a_small_window_forgets_the_context(smollm):
-    text = make_case(2, words=150).prompt
+    text = make_case(2, words=60).prompt
     full, count = sequence_nll(smollm, text, policy="full", cache_size=32)
     evicted, _ = sequence_nll(smollm, text, policy="sliding", cache_size=16)
     assert evicted / count > full / count + 0.05  # the refreshes really happen inside the measure
+
+
+def test_charts_are_valid_svg_with_one_line_per_policy(tmp_path):
+    summary = pd.DataFrame({
+        "policy": ["full", "sliding", "sliding", "tova", "tova"], "budget": [1.0, 0.1, 0.5, 0.1, 0.5],
+        "survival": [1.0, 0.0, 0.4, 0.1, 0.6], "accuracy": [0.8, 0.0, 0.3, float("nan"), 0.5],
+    })
+    written = write_plots({"retention_summary": summary}, tmp_path)
+    assert sorted(p.name for p in written) == ["accuracy.svg", "survival.svg"]
+    svg = ET.parse(tmp_path / "survival.svg").getroot()
+    lines = svg.findall("{http://www.w3.org/2000/svg}polyline")
+    assert len(lines) == 2 and len({line.get("stroke") for line in lines}) == 2  # full is the ceiling, not a line
+    assert "tova" in (tmp_path / "accuracy.svg").read_text()

@@ -1,8 +1,8 @@
 """``python -m ccviz bench TASK``: run a benchmark task (or all of them) and write its result files.
 
 Every published figure is one command: ``python -m ccviz bench all`` (hours on a CPU; resumable),
-``python -m ccviz bench report`` prints the tables. ``--quick`` shrinks every task to a few seconds
-of work for CI and writes to ``bench/results/quick`` unless ``--out`` says otherwise.
+``python -m ccviz bench report`` prints the tables. ``--quick`` shrinks every task to a CI-sized run
+(its numbers mean nothing) written to ``bench/results/quick`` unless ``--out`` says otherwise.
 """
 
 from __future__ import annotations
@@ -58,13 +58,12 @@ def _log(message: str) -> None:
 def main(args: argparse.Namespace) -> None:
     # Imported here: building the CLI parser must stay cheap for every other subcommand.
     from . import ablation, decode, efficiency, perplexity, retention
-    from .report import report
     from .results import DEFAULT_DIR, QUICK_DIR
     from .specs import PolicySpec, parse_spec, registered_specs
 
     out = args.out or (QUICK_DIR if args.quick else DEFAULT_DIR)
     if args.task == "report":
-        print(report(out))
+        _publish(out)
         return
     if args.set and args.task in ("all", "ablation"):
         raise CcvizError("--set works with one task (retention, perplexity, decode or efficiency)")
@@ -72,17 +71,11 @@ def main(args: argparse.Namespace) -> None:
         raise CcvizError(f"--threads must be at least 1, got {args.threads}")
     specs: list[PolicySpec] = [parse_spec(s) for s in args.policy]  # fail fast, before loading the model
     tasks = TASKS if args.task == "all" else (args.task,)
-    modules = {
-        "retention": (retention, retention.RetentionSettings),
-        "perplexity": (perplexity, perplexity.PerplexitySettings),
-        "decode": (decode, decode.DecodeSettings),
-        "efficiency": (efficiency, efficiency.EfficiencySettings),
+    kinds = {
+        "retention": retention.RetentionSettings, "perplexity": perplexity.PerplexitySettings,
+        "decode": decode.DecodeSettings, "efficiency": efficiency.EfficiencySettings,
     }
-    settings = {}
-    for task in tasks:
-        if task in modules:
-            cls = modules[task][1]
-            settings[task] = _override(cls.quick() if args.quick else cls(), args.set)
+    settings = {t: _override(kinds[t].quick() if args.quick else kinds[t](), args.set) for t in tasks if t in kinds}
 
     import torch
 
@@ -92,10 +85,24 @@ def main(args: argparse.Namespace) -> None:
     model_args = {"name_or_path": args.model, "device": args.device, "dtype": args.dtype}
     lm = load_model(**model_args)
     for task in tasks:
+        common = {"fresh": args.fresh, "log": _log}
         if task == "ablation":
-            ablation.run(lm, args.quick, out, specs=specs or None, fresh=args.fresh, log=_log)
+            ablation.run(lm, args.quick, out, specs=specs or None, **common)
+        elif task == "efficiency":
+            efficiency.run(lm, specs or registered_specs(), settings[task], out, model_args=model_args, **common)
         else:
-            extra = {"model_args": model_args} if task == "efficiency" else {}
-            modules[task][0].run(lm, specs or registered_specs(), settings[task], out, fresh=args.fresh, log=_log, **extra)
+            runner = {"retention": retention.run, "perplexity": perplexity.run, "decode": decode.run}[task]
+            runner(lm, specs or registered_specs(), settings[task], out, **common)
         _log(f"{task}: results in {out}")
+    _publish(out)
+
+
+def _publish(out: Path) -> None:
+    """Print the markdown tables and (re)draw the SVG charts of whatever ``out`` holds."""
+    from .plots import write_plots
+    from .report import report
+    from .results import load_results
+
     print(report(out))
+    for path in write_plots(load_results(out), out):
+        _log(f"chart: {path}")

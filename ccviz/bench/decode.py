@@ -52,6 +52,7 @@ def run(lm: LoadedModel, specs: list[PolicySpec], settings: DecodeSettings, out:
         fresh: bool = False, log: Callable[[str], None] = print) -> pd.DataFrame:
     """Generate under every policy and budget; ``full`` first, as the reference of each prompt."""
     table = ResultTable(out, name, COLUMNS, KEY, {"model": lm.name, **asdict(settings)}, fresh=fresh)
+    table.pin_policies([PolicySpec("full"), *specs])
     full_budget = settings.max_new_tokens  # the full cache never evicts: J only sets its (irrelevant) chunk size
     cells = [(PolicySpec("full"), full_budget)] + [(s, b) for s in specs if s.name != "full" for b in settings.budgets]
     for index, prompt in enumerate(PROMPTS[: settings.prompts]):

@@ -135,6 +135,8 @@ def run(lm: LoadedModel, specs: list[PolicySpec], settings: EfficiencySettings, 
     saved = {"model": lm.name, "threads": torch.get_num_threads(), **asdict(settings)}
     refresh = ResultTable(out, f"{name}_refresh", REFRESH_COLUMNS, ["policy", "n"], saved, fresh=fresh)
     e2e = ResultTable(out, f"{name}_e2e", E2E_COLUMNS, ["policy"], saved, fresh=fresh)
+    refresh.pin_policies(specs)
+    e2e.pin_policies(specs)
     evicting = [s for s in specs if s.build().evicts]
     for size in settings.sizes:
         todo = [s for s in evicting if not refresh.has(policy=s.label, n=size)]

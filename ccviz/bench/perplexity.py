@@ -28,10 +28,13 @@ KEY = ["segment", "policy", "budget"]
 
 
 def sequence_nll(lm: LoadedModel, text: str, *, policy: str | Policy, cache_size: int, chunk_size: int | None = None,
-                 policy_options: dict[str, Any] | None = None) -> tuple[float, int]:
-    """Summed next-token NLL (nats) of ``text`` (raw, no chat template) under eviction, and the token count."""
+                 frozen: int | str = "auto", policy_options: dict[str, Any] | None = None) -> tuple[float, int]:
+    """Summed next-token NLL (nats) of ``text`` (raw, no chat template) under eviction, and the token count.
+
+    ``frozen="auto"`` freezes nothing in raw text (only StreamingLLM keeps its 4 sinks); an int gives
+    every policy that many never-evicted leading tokens."""
     run = prepare_run(
-        lm, text, policy=policy, cache_size=cache_size, chunk_size=chunk_size, frozen="auto", recent=None,
+        lm, text, policy=policy, cache_size=cache_size, chunk_size=chunk_size, frozen=frozen, recent=None,
         max_new_tokens=1, chat=False, seed=None, do_sample=False, temperature=1.0, top_p=1.0,
         policy_options=policy_options, prefill_step=None,
     )
@@ -52,6 +55,7 @@ class PerplexitySettings:
     tokens: int = 2048  # per segment of prose
     segments: int = 4
     budgets: tuple[int, ...] = (64, 128, 256, 512)  # J in tokens; h = J/4
+    frozen: int | str = "auto"  # "auto": nothing frozen in raw text; 4: attention sinks for every policy
 
     @classmethod
     def quick(cls) -> "PerplexitySettings":
@@ -62,6 +66,7 @@ def run(lm: LoadedModel, specs: list[PolicySpec], settings: PerplexitySettings, 
         fresh: bool = False, log: Callable[[str], None] = print) -> pd.DataFrame:
     """Measure every missing (segment, policy, budget) row; ``full`` runs once per segment."""
     table = ResultTable(out, name, COLUMNS, KEY, {"model": lm.name, **asdict(settings)}, fresh=fresh)
+    table.pin_policies([PolicySpec("full"), *specs])
     texts = prose_segments(lm.tokenizer, settings.tokens, settings.segments)
     cells = [(PolicySpec("full"), settings.tokens)] + [
         (s, b) for s in specs if s.name != "full" for b in settings.budgets
@@ -71,7 +76,7 @@ def run(lm: LoadedModel, specs: list[PolicySpec], settings: PerplexitySettings, 
             if table.has(segment=segment, policy=spec.label, budget=budget):
                 continue
             started = time.perf_counter()
-            total, count = sequence_nll(lm, text, policy=spec.build(), cache_size=budget)
+            total, count = sequence_nll(lm, text, policy=spec.build(), cache_size=budget, frozen=settings.frozen)
             table.add({
                 "segment": segment, "policy": spec.label, "budget": budget, "tokens": count, "nll_sum": round(total, 4), "nll_mean": round(total / count, 5),
                 "seconds": round(time.perf_counter() - started, 3),

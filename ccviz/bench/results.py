@@ -45,6 +45,10 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def _now() -> str:
+    return datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+
+
 def provenance() -> dict[str, Any]:
     """Commit, date and machine: what every published figure must state."""
     import torch
@@ -53,7 +57,7 @@ def provenance() -> dict[str, Any]:
     return {
         "commit": _git("rev-parse", "--short", "HEAD") or "unknown",
         "dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
-        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "date": _now(),
         "machine": f"{_cpu_name()}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}",
         "torch_threads": torch.get_num_threads(),
         "python": platform.python_version(),
@@ -80,20 +84,17 @@ class ResultTable:
         if fresh:
             self.path.unlink(missing_ok=True)
             self.meta_path.unlink(missing_ok=True)
+        old = json.loads(self.meta_path.read_text()) if self.meta_path.exists() else {}
         self._done: set[tuple[str, ...]] = set()
         if self.path.exists():
-            self._resume()
-        meta = provenance() | {"task": name, "settings": settings, "rows": len(self._done)}
-        if self.meta_path.exists():
-            meta["started"] = json.loads(self.meta_path.read_text())["started"]
-        else:
-            meta["started"] = meta["date"]
-        self.meta = meta
+            self._resume(old)
+        self.meta = provenance() | {"task": name, "settings": settings, "rows": len(self._done)}
+        self.meta["started"] = old.get("started", self.meta["date"])
+        self.meta["policies"] = old.get("policies", {})
         self._write_meta()
 
-    def _resume(self) -> None:
-        old = json.loads(self.meta_path.read_text()) if self.meta_path.exists() else {}
-        if old.get("settings") != json.loads(json.dumps(self.settings)):
+    def _resume(self, old_meta: dict[str, Any]) -> None:
+        if old_meta.get("settings") != json.loads(json.dumps(self.settings)):
             raise CcvizError(
                 f"{self.path} was measured with other settings: pass --fresh to start over, or --out another folder"
             )
@@ -107,6 +108,19 @@ class ResultTable:
         tmp = self.meta_path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(self.meta, indent=2) + "\n", encoding="utf-8")
         tmp.replace(self.meta_path)
+
+    def pin_policies(self, specs: Iterable[Any]) -> None:
+        """Record what each policy label meant (its resolved options) and refuse a label whose meaning
+        changed since its rows were measured, e.g. after a policy's default options were changed."""
+        pinned = self.meta.setdefault("policies", {})
+        for spec in specs:
+            options = json.loads(json.dumps(spec.build().options()))
+            if pinned.setdefault(spec.label, options) != options:
+                raise CcvizError(
+                    f"{self.path}: {spec.label!r} now means {options} but was measured as {pinned[spec.label]}: "
+                    "write the options out in the spec, or pass --fresh"
+                )
+        self._write_meta()
 
     def has(self, **key: Any) -> bool:
         return tuple(str(key[k]) for k in self.key) in self._done
@@ -123,7 +137,7 @@ class ResultTable:
                 writer.writeheader()
             writer.writerow({c: row[c] for c in self.columns})
         self._done.add(tuple(str(row[k]) for k in self.key))
-        self.meta.update(date=provenance()["date"], rows=len(self._done))
+        self.meta.update(date=_now(), rows=len(self._done))
         self._write_meta()
 
     def frame(self) -> pd.DataFrame:

@@ -85,6 +85,7 @@ def run(lm: LoadedModel, specs: list[PolicySpec], settings: RetentionSettings, o
         fresh: bool = False, log: Callable[[str], None] = print) -> pd.DataFrame:
     """Measure every missing row (case-major, so an interrupted run leaves every cell equally filled)."""
     table = ResultTable(out, name, COLUMNS, KEY, {"model": lm.name, **asdict(settings)}, fresh=fresh)
+    table.pin_policies([PolicySpec("full"), *specs])
     cells = [(PolicySpec("full"), FULL_BUDGET)] + [(s, b) for s in specs if s.name != "full" for b in settings.budgets]
     for index in range(settings.cases):
         todo = [(s, b) for s, b in cells if not table.has(case=index, policy=s.label, budget=b)]

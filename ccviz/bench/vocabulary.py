@@ -3,8 +3,10 @@
 Pure data. Two rules keep every case honest: the pools that supply a fact's value (``FACT_VALUES``)
 share no entry with the pools used by filler, and no filler template contains a fact's cue words
 (allergic, policy number, code name, ...), so the load-bearing fact is stated exactly once.
-Templates are ``str.format`` strings; every ``{slot}`` names a pool below (``{pron}`` / ``{obj}`` /
-``{poss}`` are the patient's pronouns, ``{tens}`` and the vital signs are small numbers).
+Templates are ``str.format`` strings; every ``{slot}`` names a pool below, except the slots fixed per
+document (``{pron}`` / ``{obj}`` / ``{poss}`` / ``{title}``: the patient's pronouns and title;
+``{speaker}`` / ``{friend}``: the two people of a chat); a trailing 2 (``{diet2}``) is a second,
+different draw from the same pool.
 """
 
 from __future__ import annotations

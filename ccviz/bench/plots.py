@@ -1,0 +1,111 @@
+"""Dependency-free SVG line charts of the benchmark summaries, for the README (the app draws its own).
+
+One chart per question: survival and accuracy vs budget, perplexity vs budget, refresh cost vs n.
+Plain SVG text, so the figures are reproducible byte for byte and need no plotting library.
+"""
+
+from __future__ import annotations
+
+import math
+from html import escape
+from pathlib import Path
+
+import pandas as pd
+
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
+WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 720, 360, 60, 220, 30, 45
+
+
+def _ticks(low: float, high: float, count: int = 5) -> list[float]:
+    if high <= low:
+        return [low]
+    step = 10 ** math.floor(math.log10((high - low) / count))
+    step *= next(m for m in (1, 2, 2.5, 5, 10) if (high - low) / (step * m) <= count)
+    first = math.ceil(low / step) * step
+    return [first + i * step for i in range(int((high - first) / step + 1e-9) + 1)]
+
+
+def line_chart(series: dict[str, list[tuple[float, float]]], *, title: str, x_label: str, y_label: str,
+               log_x: bool = False, y_range: tuple[float, float] | None = None,
+               colours: dict[str, str] | None = None) -> str:
+    """An SVG line chart: one polyline with markers per named series, legend on the right.
+
+    ``y_range`` defaults to 0 .. the largest value (or the data's range if it goes below 0);
+    ``colours`` keeps a series' colour the same across charts."""
+    points = [p for values in series.values() for p in values if not math.isnan(p[1])]
+    xs = [math.log2(x) if log_x else x for x, _ in points]
+    x_low, x_high = min(xs), max(xs)
+    y_low, y_high = y_range or (min(0.0, *(y for _, y in points)), max(y for _, y in points))
+    if x_high == x_low:
+        x_low, x_high = x_low - 1, x_high + 1
+    if y_high == y_low:
+        y_low, y_high = y_low - 1, y_high + 1
+    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+
+    def sx(x: float) -> float:
+        return LEFT + ((math.log2(x) if log_x else x) - x_low) / (x_high - x_low) * plot_w
+
+    def sy(y: float) -> float:
+        return TOP + (1 - (y - y_low) / (y_high - y_low)) * plot_h
+
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" font-family="sans-serif" font-size="12">',
+        f'<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>',
+        f'<text x="{LEFT}" y="18" font-size="14" font-weight="bold">{escape(title)}</text>',
+        f'<line x1="{LEFT}" y1="{TOP + plot_h}" x2="{LEFT + plot_w}" y2="{TOP + plot_h}" stroke="black"/>',
+        f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{TOP + plot_h}" stroke="black"/>',
+    ]
+    for y in _ticks(y_low, y_high):
+        out.append(f'<line x1="{LEFT}" y1="{sy(y):.1f}" x2="{LEFT + plot_w}" y2="{sy(y):.1f}" stroke="#ddd"/>')
+        out.append(f'<text x="{LEFT - 6}" y="{sy(y) + 4:.1f}" text-anchor="end">{y:g}</text>')
+    for x in sorted({x for x, _ in points}):
+        out.append(f'<text x="{sx(x):.1f}" y="{TOP + plot_h + 16}" text-anchor="middle">{x:g}</text>')
+    out.append(f'<text x="{LEFT + plot_w / 2}" y="{HEIGHT - 8}" text-anchor="middle">{escape(x_label)}</text>')
+    out.append(f'<text transform="translate(14 {TOP + plot_h / 2}) rotate(-90)" text-anchor="middle">{escape(y_label)}</text>')
+    for i, (name, values) in enumerate(series.items()):
+        colour = (colours or {}).get(name, PALETTE[i % len(PALETTE)])
+        shown = [(x, y) for x, y in sorted(values) if not math.isnan(y)]
+        path = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in shown)
+        out.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"/>')
+        out.extend(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="3" fill="{colour}"/>' for x, y in shown)
+        legend_y = TOP + 14 + 16 * i
+        out.append(f'<rect x="{WIDTH - RIGHT + 12}" y="{legend_y - 9}" width="12" height="3" fill="{colour}"/>')
+        out.append(f'<text x="{WIDTH - RIGHT + 30}" y="{legend_y - 3}">{escape(name)}</text>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _by_policy(summary: pd.DataFrame, x: str, y: str, scale: float = 1.0) -> dict[str, list[tuple[float, float]]]:
+    return {policy: [(float(a), float(b) * scale) for a, b in zip(group[x], group[y])]
+            for policy, group in summary.groupby("policy", sort=False)}
+
+
+def write_plots(results: dict, directory: Path) -> list[Path]:
+    """Write every chart the available summaries allow; return the files written."""
+    frames = {name: results.get(name) for name in ("retention_summary", "perplexity_summary", "efficiency_refresh")}
+    frames = {name: frame for name, frame in frames.items() if frame is not None and not frame.empty}
+    labels = dict.fromkeys(label for frame in frames.values() for label in frame["policy"] if label != "full")
+    style = {"colours": {label: PALETTE[i % len(PALETTE)] for i, label in enumerate(labels)}}
+    charts = {}
+    if "retention_summary" in frames:
+        retention = frames["retention_summary"]
+        evicting = retention[retention.policy != "full"].assign(budget=lambda f: 100 * f.budget)
+        for measure, label in (("survival", "fact survival (%)"), ("accuracy", "answer accuracy (%)")):
+            charts[f"{measure}.svg"] = line_chart(
+                _by_policy(evicting, "budget", measure, 100), title=f"Rare-fact retention: {label.split(' (')[0]}",
+                x_label="budget J (% of the document)", y_label=label, y_range=(0, 100), **style)
+    if "perplexity_summary" in frames:
+        perplexity = frames["perplexity_summary"]
+        charts["perplexity.svg"] = line_chart(
+            _by_policy(perplexity[perplexity.policy != "full"], "budget", "delta_nll"), log_x=True, **style,
+            title="Long-text perplexity: NLL gap to the full cache", x_label="budget J (tokens)", y_label="nats per token")
+    if "efficiency_refresh" in frames:
+        charts["refresh.svg"] = line_chart(
+            _by_policy(frames["efficiency_refresh"], "n", "ratio"), log_x=True, **style,
+            title="Refresh cost / one forward over n tokens", x_label="cached tokens n", y_label="ratio")
+    written = []
+    for name, svg in charts.items():
+        path = Path(directory) / name
+        path.write_text(svg + "\n", encoding="utf-8")
+        written.append(path)
+    return written
