@@ -35,7 +35,7 @@ NGRAM = 4
 
 @dataclass(frozen=True)
 class DecodeSettings:
-    prompts: int = 6
+    prompts: int = 4
     max_new_tokens: int = 400
     budgets: tuple[int, ...] = (64, 128)  # J in tokens (h = J/4); the prompts are about 50 tokens
 
