@@ -21,11 +21,19 @@ with st.sidebar:
     budget = budget_input("run")
     st.header("Decoding")
     decoding = decoding_input("run")
+    st.header("Trace")
+    record_all = st.checkbox(
+        "Record every signal", key="run.record_all", persist_state="session",
+        help="Also record, at every refresh, the cheap signals this policy does not use (attention received "
+        "in the last chunk, last-layer attention, counter-causal surprise), to compare attention and surprise "
+        "on the same cycle. Costs one extra surprise scoring per refresh.",
+    )
 
 text, chat = document_input()
 done = run_controls(
     PAGE, "Run",
-    lambda lm: [RunTask(model=lm.name, prompt=text, policy=policy, options=options, chat=chat, **budget, **decoding)],
+    lambda lm: [RunTask(model=lm.name, prompt=text, policy=policy, options=options, chat=chat, **budget, **decoding,
+                     record="all" if record_all else "policy")],
 )
 if done is not None and done.results[0] is not None:
     retention_view(done.results[0], key="run")

@@ -70,6 +70,21 @@ def test_run_page_runs_a_policy_and_shows_the_retention_view(app):
     assert app.session_state["done.run"].results[0] is done.results[0]
 
 
+def test_run_page_records_every_signal_when_asked(app):
+    set_document(app, DOC)
+    app.selectbox(key="run.policy").set_value("sliding")
+    app.number_input(key="run.J").set_value(16)
+    app.number_input(key="run.h").set_value(4)
+    app.number_input(key="run.max_new").set_value(4)
+    settle(app.button(key="btn.run").click().run())
+    assert "attention_last" not in app.selectbox(key="run.signal").options  # only sliding's own signal
+    app.checkbox(key="run.record_all").check()
+    settle(app.button(key="btn.run").click().run())
+    assert not app.exception and not app.error
+    recorded = app.selectbox(key="run.signal").options
+    assert {"attention_last", "attention_chunk"} <= set(recorded) and any("surprise" in s for s in recorded)
+
+
 @pytest.mark.parametrize(
     "prepare, message",
     [
