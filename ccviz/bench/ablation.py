@@ -26,7 +26,7 @@ RETENTION_BUDGET = 0.25
 PERPLEXITY_BUDGET = 128
 # 24 specs x 100 cases would be ~3 CPU-hours; the ablation ranks variants on fact *survival* (the
 # low-noise signal: no answer generated) over fewer cases, and on the first perplexity segment.
-RETENTION_CASES = 24
+RETENTION_CASES = 20
 PERPLEXITY_SEGMENTS = 1
 
 
