@@ -46,12 +46,17 @@ def set_document(at: AppTest, text: str) -> None:
     at.text_area(key="doc.text").set_value(text)
 
 
+def configure_run(at: AppTest, policy: str, max_new_tokens: int) -> None:
+    """The Run page on DOC with J=16, h=4: a few refreshes in a second or two."""
+    set_document(at, DOC)
+    at.selectbox(key="run.policy").set_value(policy)
+    at.number_input(key="run.J").set_value(16)
+    at.number_input(key="run.h").set_value(4)
+    at.number_input(key="run.max_new").set_value(max_new_tokens)
+
+
 def test_run_page_runs_a_policy_and_shows_the_retention_view(app):
-    set_document(app, DOC)
-    app.selectbox(key="run.policy").set_value("counter_causal_fast")
-    app.number_input(key="run.J").set_value(16)
-    app.number_input(key="run.h").set_value(4)
-    app.number_input(key="run.max_new").set_value(8)
+    configure_run(app, "counter_causal_fast", 8)
     settle(app.button(key="btn.run").click().run())
     assert not app.exception and not app.error
     spec = json.loads(charts(app)[0].proto.spec)
@@ -71,11 +76,7 @@ def test_run_page_runs_a_policy_and_shows_the_retention_view(app):
 
 
 def test_run_page_records_every_signal_when_asked(app):
-    set_document(app, DOC)
-    app.selectbox(key="run.policy").set_value("sliding")
-    app.number_input(key="run.J").set_value(16)
-    app.number_input(key="run.h").set_value(4)
-    app.number_input(key="run.max_new").set_value(4)
+    configure_run(app, "sliding", 4)
     settle(app.button(key="btn.run").click().run())
     assert "attention_last" not in app.selectbox(key="run.signal").options  # only sliding's own signal
     app.checkbox(key="run.record_all").check()
