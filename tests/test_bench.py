@@ -217,3 +217,9 @@ def test_charts_are_valid_svg_with_one_line_per_policy(tmp_path):
     lines = svg.findall("{http://www.w3.org/2000/svg}polyline")
     assert len(lines) == 2 and len({line.get("stroke") for line in lines}) == 2  # full is the ceiling, not a line
     assert "tova" in (tmp_path / "accuracy.svg").read_text()
+
+
+def test_report_keeps_significant_digits_of_sub_millisecond_refreshes():
+    from ccviz.bench.report import _ratio
+
+    assert [_ratio(v) for v in (0.948, 0.0132, 2.34e-5, float("nan"))] == ["0.948x", "0.013x", "2.3e-05x", "-"]

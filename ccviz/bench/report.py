@@ -17,6 +17,13 @@ def _percent(value: float, low: float | None = None, high: float | None = None) 
     return text if low is None else f"{text} ({100 * low:.0f}-{100 * high:.0f})"
 
 
+def _ratio(value: float) -> str:
+    """Three decimals, or two significant digits for the sub-millisecond refreshes (1e-4 of a forward)."""
+    if pd.isna(value):
+        return "-"
+    return f"{value:.3f}x" if value >= 0.01 else f"{value:.1e}x"
+
+
 def _markdown(frame: pd.DataFrame) -> str:
     header = "| " + " | ".join(str(c) for c in frame.columns) + " |"
     rule = "|" + "---|" * len(frame.columns)
@@ -84,7 +91,7 @@ def efficiency_table(summary: pd.DataFrame) -> str:
     frame = summary.copy()
     columns = {c: c.replace("refresh_ratio_n", "refresh / forward, n=") for c in frame.columns if c.startswith("refresh_ratio_n")}
     for column in columns:
-        frame[column] = frame[column].map(lambda v: "-" if pd.isna(v) else f"{v:.3f}x")
+        frame[column] = frame[column].map(_ratio)
     for column, fmt in (("total_seconds", "{:.1f} s"), ("time_vs_full", "{:.2f}x"), ("peak_rss_mb", "{:.0f} MB"),
                         ("rss_growth_mb", "{:+.0f} MB")):
         if column in frame:
