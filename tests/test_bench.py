@@ -223,3 +223,18 @@ def test_report_keeps_significant_digits_of_sub_millisecond_refreshes():
     from ccviz.bench.report import _ratio
 
     assert [_ratio(v) for v in (0.948, 0.0132, 2.34e-5, float("nan"))] == ["0.948x", "0.013x", "2.3e-05x", "-"]
+
+
+def test_ablation_table_shows_survival_and_kept_share_and_omits_unmeasured_accuracy():
+    from ccviz.bench.report import ablation_table
+
+    nan = float("nan")
+    retention = pd.DataFrame({
+        "policy": ["full", "counter_causal:score=logit"], "survival": [1.0, 0.25], "survival_low": [0.8, 0.1],
+        "survival_high": [1.0, 0.5], "kept_share": [1.0, 0.4], "accuracy": [nan, nan], "accuracy_low": [nan, nan],
+        "accuracy_high": [nan, nan],
+    })
+    perplexity = pd.DataFrame({"policy": ["full", "counter_causal:score=logit"], "delta_nll": [0.0, 0.5]})
+    table = ablation_table(retention, perplexity)
+    assert "| counter_causal:score=logit | 25% (10-50) | 40% | +0.500 |" in table
+    assert "accuracy" not in table and "| full |" not in table

@@ -105,10 +105,13 @@ def ablation_table(retention: pd.DataFrame | None, perplexity: pd.DataFrame | No
     parts = []
     if retention is not None and not retention.empty:
         r = retention[retention.policy != "full"].set_index("policy")
-        parts.append(pd.DataFrame({
+        columns = {
             "survival": [_percent(*v) for v in r[["survival", "survival_low", "survival_high"]].itertuples(index=False)],
-            "accuracy": [_percent(*v) for v in r[["accuracy", "accuracy_low", "accuracy_high"]].itertuples(index=False)],
-        }, index=r.index))
+            "fact tokens kept": r.kept_share.map(_percent).tolist(),
+        }
+        if r.accuracy.notna().any():  # the published ablation measures survival only
+            columns["accuracy"] = [_percent(*v) for v in r[["accuracy", "accuracy_low", "accuracy_high"]].itertuples(index=False)]
+        parts.append(pd.DataFrame(columns, index=r.index))
     if perplexity is not None and not perplexity.empty:
         p = perplexity[perplexity.policy != "full"].set_index("policy")
         parts.append(pd.DataFrame({"NLL gap to full": p.delta_nll.map(lambda v: f"{v:+.3f}")}, index=p.index))
