@@ -238,3 +238,29 @@ def test_ablation_table_shows_survival_and_kept_share_and_omits_unmeasured_accur
     table = ablation_table(retention, perplexity)
     assert "| counter_causal:score=logit | 25% (10-50) | 40% | +0.500 |" in table
     assert "accuracy" not in table and "| full |" not in table
+
+
+def test_sign_test_matches_the_binomial_tail():
+    from ccviz.bench.metrics import sign_test
+
+    assert sign_test(0, 0) == 1.0
+    assert sign_test(6, 0) == pytest.approx(2 / 64)  # all 6 discordant cases one way: 2 * (1/2)^6
+    assert sign_test(5, 1) == sign_test(1, 5) == pytest.approx(2 * 7 / 64)
+    assert sign_test(3, 3) == 1.0
+
+
+def test_ablation_pairs_every_variant_with_its_own_default_on_the_same_cases():
+    from ccviz.bench.ablation import default_label, paired_with_defaults
+
+    slow, fast = default_label("counter_causal"), default_label("counter_causal_fast")
+    assert slow.startswith("counter_causal:") and fast.startswith("counter_causal_fast:")
+    other = "counter_causal:score=logprob,min_gap=0,smooth=0"
+    rows = pd.DataFrame({
+        "case": [0, 0, 0, 1, 1, 1, 2, 2, 3],
+        "policy": ["full", slow, other, "full", slow, other, slow, other, other],  # case 3: no default to pair with
+        "survived": [1, 0, 1, 1, 1, 0, 0, 1, 1],
+    })
+    paired = paired_with_defaults(rows).set_index("policy")
+    assert paired.loc[other, ["cases", "wins", "losses"]].tolist() == [3, 2, 1]
+    assert paired.loc[slow, ["wins", "losses", "p"]].tolist() == [0, 0, 1.0]
+    assert fast not in paired.index

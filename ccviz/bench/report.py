@@ -101,7 +101,19 @@ def efficiency_table(summary: pd.DataFrame) -> str:
     return _markdown(frame.rename(columns=names))
 
 
-def ablation_table(retention: pd.DataFrame | None, perplexity: pd.DataFrame | None) -> str:
+def _against_default(paired: pd.DataFrame) -> pd.Series:
+    cells = [
+        "default" if row.policy == row.default else f"+{row.wins} / -{row.losses} (p {row.p:.2g})"
+        for row in paired.itertuples(index=False)
+    ]
+    return pd.Series(cells, index=paired.policy, name="vs its default: kept / lost (sign test)")
+
+
+def ablation_table(retention: pd.DataFrame | None, perplexity: pd.DataFrame | None,
+                   retention_rows: pd.DataFrame | None = None) -> str:
+    """The grid's survival (and, given the measured rows, each variant paired with its default) and NLL gap."""
+    from .ablation import paired_with_defaults  # the ablation module imports the tasks' runners: load it late
+
     parts = []
     if retention is not None and not retention.empty:
         r = retention[retention.policy != "full"].set_index("policy")
@@ -112,6 +124,8 @@ def ablation_table(retention: pd.DataFrame | None, perplexity: pd.DataFrame | No
         if r.accuracy.notna().any():  # the published ablation measures survival only
             columns["accuracy"] = [_percent(*v) for v in r[["accuracy", "accuracy_low", "accuracy_high"]].itertuples(index=False)]
         parts.append(pd.DataFrame(columns, index=r.index))
+        if retention_rows is not None and not retention_rows.empty:
+            parts.append(_against_default(paired_with_defaults(retention_rows)).to_frame())
     if perplexity is not None and not perplexity.empty:
         p = perplexity[perplexity.policy != "full"].set_index("policy")
         parts.append(pd.DataFrame({"NLL gap to full": p.delta_nll.map(lambda v: f"{v:+.3f}")}, index=p.index))
@@ -139,5 +153,6 @@ def report(directory: str | Path | None = None) -> str:
     if "ablation_retention_summary" in results or "ablation_perplexity_summary" in results:
         task = "ablation_retention" if "ablation_retention" in meta else "ablation_perplexity"
         section("Score-variant ablation", task, ablation_table(results.get("ablation_retention_summary"),
-                                                                results.get("ablation_perplexity_summary")))
+                                                                results.get("ablation_perplexity_summary"),
+                                                                results.get("ablation_retention")))
     return "\n\n".join(sections) if sections else "no results yet"

@@ -151,7 +151,7 @@ def _figures(task: str, summaries: dict[str, pd.DataFrame], rows: dict[str, pd.D
     return []
 
 
-def _table(task: str, summaries: dict[str, pd.DataFrame]) -> str:
+def _table(task: str, summaries: dict[str, pd.DataFrame], rows: dict[str, pd.DataFrame]) -> str:
     if task == "retention":
         return retention_tables(summaries["retention"])
     if task == "perplexity":
@@ -160,7 +160,8 @@ def _table(task: str, summaries: dict[str, pd.DataFrame]) -> str:
         return decode_table(summaries["decode"])
     if task == "efficiency":
         return efficiency_table(summaries["efficiency"])
-    return ablation_table(summaries.get("ablation_retention"), summaries.get("ablation_perplexity"))
+    return ablation_table(summaries.get("ablation_retention"), summaries.get("ablation_perplexity"),
+                          rows.get("ablation_retention"))
 
 
 def _present(section: Section) -> None:
@@ -169,7 +170,7 @@ def _present(section: Section) -> None:
     section.provenance = [f"{name}: " * named + provenance_line(meta) for name, meta in section.meta.items()]
     if section.measured:
         section.figures = _figures(section.task, section.summaries, section.rows)
-        section.tables = [_table(section.task, section.summaries)]
+        section.tables = [_table(section.task, section.summaries, section.rows)]
 
 
 def _fill(section: Section, results: dict[str, Any]) -> None:
