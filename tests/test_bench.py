@@ -264,3 +264,18 @@ def test_ablation_pairs_every_variant_with_its_own_default_on_the_same_cases():
     assert paired.loc[other, ["cases", "wins", "losses"]].tolist() == [3, 2, 1]
     assert paired.loc[slow, ["wins", "losses", "p"]].tolist() == [0, 0, 1.0]
     assert fast not in paired.index
+
+
+def test_retention_breakdown_splits_survival_by_fact_type_and_position_at_the_middle_budget():
+    from ccviz.bench.report import retention_breakdown
+
+    rows = pd.DataFrame({
+        "policy": ["full"] + ["sliding"] * 5, "budget": [1.0, 0.1, 0.25, 0.25, 0.25, 0.5],
+        "fact_type": ["name", "name", "name", "number", "number", "number"],
+        "position": [0.1, 0.1, 0.1, 0.5, 0.9, 0.9], "survived": [1, 1, 0, 0, 1, 1],
+    })
+    text = retention_breakdown(rows)
+    assert "at J=25%" in text  # budgets 10%, 25% and 50%: the middle one
+    assert "| sliding | 0% (1) | 50% (2) |" in text  # name, number
+    assert "| sliding | 0% (1) | 0% (1) | 100% (1) |" in text  # first, middle, last third
+    assert "| full |" not in text

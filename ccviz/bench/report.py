@@ -64,6 +64,29 @@ def retention_tables(summary: pd.DataFrame) -> str:
     )
 
 
+def retention_breakdown(rows: pd.DataFrame) -> str:
+    """Survival by fact type and by where the fact sits in the document, at the middle budget: what a
+    policy keeps (recency keeps late facts only; a score that ignores position can keep early ones)."""
+    evicting = rows[rows.policy != "full"]
+    if evicting.empty:
+        return ""
+    budgets = sorted(evicting.budget.unique())
+    budget = budgets[len(budgets) // 2]
+    cells = evicting[evicting.budget == budget].assign(
+        third=pd.cut(evicting.position, [-0.01, 1 / 3, 2 / 3, 1.0], labels=["first third", "middle third", "last third"]))
+    order = list(dict.fromkeys(cells.policy))
+
+    def table(column: str) -> str:
+        rates = cells.groupby(["policy", column], observed=True).survived.agg(["mean", "size"])
+        frame = rates.apply(lambda r: f"{100 * r['mean']:.0f}% ({int(r['size'])})", axis=1).unstack(column)
+        return _markdown(frame.reindex(order).fillna("-").reset_index())
+
+    return (
+        f"Fact survival at J={budget:.0%} by the fact's type and by where it sits (cases in brackets):\n\n"
+        f"{table('fact_type')}\n\n{table('third')}"
+    )
+
+
 def perplexity_table(summary: pd.DataFrame) -> str:
     full = summary[summary.policy == "full"]
     table = _pivot(summary[summary.policy != "full"], lambda r: f"{r.nll:.3f} ({r.delta_nll:+.3f})", lambda b: f"J={b}")
@@ -143,7 +166,10 @@ def report(directory: str | Path | None = None) -> str:
         sections.append(f"### {title}\n\n{provenance_line(meta[task])}\n\n{body}")
 
     if "retention_summary" in results:
-        section("Rare-fact retention", "retention", retention_tables(results["retention_summary"]))
+        body = retention_tables(results["retention_summary"])
+        if "retention" in results:
+            body += "\n\n" + retention_breakdown(results["retention"])
+        section("Rare-fact retention", "retention", body)
     if "perplexity_summary" in results:
         section("Long-text perplexity", "perplexity", perplexity_table(results["perplexity_summary"]))
     if "decode_summary" in results:
