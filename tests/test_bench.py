@@ -264,6 +264,8 @@ def test_ablation_pairs_every_variant_with_its_own_default_on_the_same_cases():
     assert paired.loc[other, ["cases", "wins", "losses"]].tolist() == [3, 2, 1]
     assert paired.loc[slow, ["wins", "losses", "p"]].tolist() == [0, 0, 1.0]
     assert fast not in paired.index
+    assert default_label("sliding") is None  # `bench ablation --policy sliding`: no grid default to pair with
+    assert "sliding" not in paired_with_defaults(rows.assign(policy=rows.policy.replace(other, "sliding"))).policy.tolist()
 
 
 def test_retention_breakdown_splits_survival_by_fact_type_and_position_at_the_middle_budget():

@@ -39,19 +39,22 @@ def ablation_specs() -> list[PolicySpec]:
     ]
 
 
-def default_label(name: str) -> str:
-    """The grid label of a variant's current default options (what ``counter_causal`` alone means)."""
+def default_label(name: str) -> str | None:
+    """The grid label of a variant's current default options (what ``counter_causal`` alone means);
+    None for a policy the grid does not vary (``bench ablation --policy`` takes any spec)."""
     defaults = POLICIES[name]().options()
-    return next(spec.label for spec in ablation_specs() if spec.name == name and spec.build().options() == defaults)
+    return next((s.label for s in ablation_specs() if s.name == name and s.build().options() == defaults), None)
 
 
 def paired_with_defaults(rows: pd.DataFrame) -> pd.DataFrame:
     """Each grid variant against its own variant's default on the same cases: the cases where only it
     kept the fact (``wins``), where only the default did (``losses``), and the sign test's p."""
     survived = rows[rows.policy != "full"].pivot_table(index="case", columns="policy", values="survived", aggfunc="first")
+    names = {label: parse_spec(label).name for label in survived.columns}
+    references = {name: default_label(name) for name in set(names.values())}
     out = []
     for label in survived.columns:
-        reference = default_label(parse_spec(label).name)
+        reference = references[names[label]]
         if reference not in survived:
             continue
         paired = survived[label].notna() & survived[reference].notna()

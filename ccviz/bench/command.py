@@ -84,8 +84,8 @@ def main(args: argparse.Namespace) -> None:
     torch.set_num_threads(args.threads)
     model_args = {"name_or_path": args.model, "device": args.device, "dtype": args.dtype}
     lm = load_model(**model_args)
+    common = {"fresh": args.fresh, "log": _log}
     for task in tasks:
-        common = {"fresh": args.fresh, "log": _log}
         if task == "ablation":
             ablation.run(lm, args.quick, out, specs=specs or None, **common)
         elif task == "efficiency":
@@ -100,9 +100,10 @@ def main(args: argparse.Namespace) -> None:
 def _publish(out: Path) -> None:
     """Print the markdown tables and (re)draw the SVG charts of whatever ``out`` holds."""
     from .plots import write_plots
-    from .report import report
+    from .report import report_results
     from .results import load_results
 
-    print(report(out))
-    for path in write_plots(load_results(out), out):
+    results = load_results(out)
+    print(report_results(results))
+    for path in write_plots(results, out):
         _log(f"chart: {path}")

@@ -49,19 +49,22 @@ def provenance_line(meta: dict[str, Any]) -> str:
     )
 
 
-def retention_tables(summary: pd.DataFrame) -> str:
+def retention_tables(summary: pd.DataFrame, rows: pd.DataFrame | None = None) -> str:
+    """Survival and accuracy per policy x budget; given the measured rows, also the breakdown by fact."""
     evicting = summary[summary.policy != "full"]
     survival = _pivot(evicting, lambda r: _percent(r.survival, r.survival_low, r.survival_high), lambda b: f"J={b:.0%}")
     accuracy = _pivot(evicting, lambda r: _percent(r.accuracy, r.accuracy_low, r.accuracy_high), lambda b: f"J={b:.0%}")
     full = summary[summary.policy == "full"]
     ceiling = _percent(full.accuracy.iloc[0], full.accuracy_low.iloc[0], full.accuracy_high.iloc[0]) if len(full) else "-"
     n_s, n_a = int(evicting.survival_n.max()), int(evicting.accuracy_n.max())
-    return (
+    tables = (
         f"Fact survival (all of the fact's tokens cached when the question is read), {n_s} cases per cell, "
         f"Wilson 95% interval:\n\n{_markdown(survival)}\n\n"
         f"Answer accuracy, {n_a} cases per cell; full-cache ceiling on the same cases: **{ceiling}**:\n\n"
         f"{_markdown(accuracy)}"
     )
+    breakdown = retention_breakdown(rows) if rows is not None else ""
+    return f"{tables}\n\n{breakdown}" if breakdown else tables
 
 
 def retention_breakdown(rows: pd.DataFrame) -> str:
@@ -72,8 +75,9 @@ def retention_breakdown(rows: pd.DataFrame) -> str:
         return ""
     budgets = sorted(evicting.budget.unique())
     budget = budgets[len(budgets) // 2]
-    cells = evicting[evicting.budget == budget].assign(
-        third=pd.cut(evicting.position, [-0.01, 1 / 3, 2 / 3, 1.0], labels=["first third", "middle third", "last third"]))
+    cells = evicting[evicting.budget == budget]
+    cells = cells.assign(
+        third=pd.cut(cells.position, [-0.01, 1 / 3, 2 / 3, 1.0], labels=["first third", "middle third", "last third"]))
     order = list(dict.fromkeys(cells.policy))
 
     def table(column: str) -> str:
@@ -159,17 +163,18 @@ def ablation_table(retention: pd.DataFrame | None, perplexity: pd.DataFrame | No
 
 def report(directory: str | Path | None = None) -> str:
     """All available summaries of a results folder as markdown."""
-    results = load_results(directory)
+    return report_results(load_results(directory))
+
+
+def report_results(results: dict[str, Any]) -> str:
+    """:func:`report` of results already loaded with :func:`load_results`."""
     meta, sections = results["meta"], []
 
     def section(title: str, task: str, body: str) -> None:
         sections.append(f"### {title}\n\n{provenance_line(meta[task])}\n\n{body}")
 
     if "retention_summary" in results:
-        body = retention_tables(results["retention_summary"])
-        if "retention" in results:
-            body += "\n\n" + retention_breakdown(results["retention"])
-        section("Rare-fact retention", "retention", body)
+        section("Rare-fact retention", "retention", retention_tables(results["retention_summary"], results.get("retention")))
     if "perplexity_summary" in results:
         section("Long-text perplexity", "perplexity", perplexity_table(results["perplexity_summary"]))
     if "decode_summary" in results:

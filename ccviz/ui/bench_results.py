@@ -22,7 +22,6 @@ from ..bench.report import (
     efficiency_table,
     perplexity_table,
     provenance_line,
-    retention_breakdown,
     retention_tables,
 )
 from ..bench.results import DEFAULT_DIR, load_results
@@ -154,7 +153,7 @@ def _figures(task: str, summaries: dict[str, pd.DataFrame], rows: dict[str, pd.D
 
 def _table(task: str, summaries: dict[str, pd.DataFrame], rows: dict[str, pd.DataFrame]) -> str:
     if task == "retention":
-        return retention_tables(summaries["retention"]) + "\n\n" + retention_breakdown(rows["retention"])
+        return retention_tables(summaries["retention"], rows.get("retention"))
     if task == "perplexity":
         return perplexity_table(summaries["perplexity"])
     if task == "decode":
