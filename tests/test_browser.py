@@ -96,6 +96,14 @@ def _set_number(page, label: str, value: int) -> None:
     _idle(page)
 
 
+def _wait_for_log(log: Path, text: str, timeout: float = 60.0) -> None:
+    """Wait until the server's log says ``text`` (it is written from the server's own threads)."""
+    deadline = time.monotonic() + timeout
+    while text not in log.read_text():
+        assert time.monotonic() < deadline, f"the server never logged {text!r}"
+        time.sleep(0.25)
+
+
 def _hover_heatmap(page) -> str:
     """Move over the middle of the first heatmap and return the hover label's text."""
     box = page.locator(".js-plotly-plot .nsewdrag").first.bounding_box()
@@ -222,17 +230,21 @@ def test_bad_input_markup_and_a_closed_tab(tiny_app_url):
             page.get_by_role("link", name="Run & retention").click()
             page.wait_for_selector("text=Run & retention")
             _idle(page)
+            # J = 4096 refreshed every 2 tokens: a run of a minute or more on any machine, so it is still
+            # running when the tab goes (8,000 tokens at J = 16 can finish before the disconnection is seen).
+            _set_number(page, "Cache size J", 4096)
+            _set_number(page, "Chunk size h", 2)
             _set_number(page, "Max new tokens", 8000)
             page.get_by_role("button", name="Run", exact=True).click()
             page.wait_for_selector("text=refreshes", timeout=RUN_TIMEOUT_MS)
             page.close()
+            _wait_for_log(ARTIFACTS / "streamlit-tiny.log", "stopping a run whose browser session has been gone")
             page = _open(browser, tiny_app_url)
             _set_number(page, "Cache size J", 16)
             _set_number(page, "Max new tokens", 8)
             page.get_by_role("button", name="Run", exact=True).click()
             page.wait_for_selector(".js-plotly-plot", timeout=RUN_TIMEOUT_MS)
             _no_exception(page)
-            assert "stopping a run whose browser session has been gone" in (ARTIFACTS / "streamlit-tiny.log").read_text()
         except Exception:
             page.screenshot(path=str(ARTIFACTS / "reliability-failure.png"))
             raise
