@@ -249,23 +249,41 @@ def test_sign_test_matches_the_binomial_tail():
     assert sign_test(3, 3) == 1.0
 
 
-def test_ablation_pairs_every_variant_with_its_own_default_on_the_same_cases():
-    from ccviz.bench.ablation import default_label, paired_with_defaults
+def test_variants_are_paired_with_their_own_default_on_the_same_cases_per_budget():
+    from ccviz.bench.ablation import ablation_specs
+    from ccviz.bench.pairing import default_labels, paired_with_defaults
 
-    slow, fast = default_label("counter_causal"), default_label("counter_causal_fast")
-    assert slow.startswith("counter_causal:") and fast.startswith("counter_causal_fast:")
+    grid = [s.label for s in ablation_specs()]
+    defaults = default_labels(grid)
+    slow, fast = defaults[grid[0]], defaults[grid[-1]]  # the grid names every option: its defaults are spelt out
+    assert slow == "counter_causal:score=logit,min_gap=0,smooth=0" and fast.startswith("counter_causal_fast:")
+    assert default_labels(["counter_causal", "counter_causal:score=logprob", "counter_causal_fast:score=logprob"]) == {
+        "counter_causal": "counter_causal", "counter_causal:score=logprob": "counter_causal"}  # fast: its default not measured
     other = "counter_causal:score=logprob,min_gap=0,smooth=0"
     rows = pd.DataFrame({
-        "case": [0, 0, 0, 1, 1, 1, 2, 2, 3],
-        "policy": ["full", slow, other, "full", slow, other, slow, other, other],  # case 3: no default to pair with
-        "survived": [1, 0, 1, 1, 1, 0, 0, 1, 1],
+        "case": [0, 0, 0, 1, 1, 1, 2, 2, 3, 0, 0],
+        "budget": [1.0] + [0.25] * 8 + [0.5] * 2,
+        "policy": ["full", slow, other, "full", slow, other, slow, other, other, slow, other],  # case 3: no default
+        "survived": [1, 0, 1, 1, 1, 0, 0, 1, 1, 1, 0],
     })
-    paired = paired_with_defaults(rows).set_index("policy")
-    assert paired.loc[other, ["cases", "wins", "losses"]].tolist() == [3, 2, 1]
-    assert paired.loc[slow, ["wins", "losses", "p"]].tolist() == [0, 0, 1.0]
-    assert fast not in paired.index
-    assert default_label("sliding") is None  # `bench ablation --policy sliding`: no grid default to pair with
-    assert "sliding" not in paired_with_defaults(rows.assign(policy=rows.policy.replace(other, "sliding"))).policy.tolist()
+    paired = paired_with_defaults(rows).set_index(["policy", "budget"])
+    assert paired.loc[(other, 0.25), ["cases", "wins", "losses"]].tolist() == [3, 2, 1]
+    assert paired.loc[(other, 0.5), ["cases", "wins", "losses"]].tolist() == [1, 0, 1]
+    assert paired.loc[(slow, 0.25), ["wins", "losses", "p"]].tolist() == [0, 0, 1.0]
+    assert fast not in paired.index.get_level_values("policy")
+    alone = rows.assign(policy=rows.policy.replace(other, "counter_causal_fast:score=logprob"))  # no fast default measured
+    assert paired_with_defaults(alone).policy.tolist() == [slow, slow]
+
+
+def test_the_retention_report_pairs_variants_measured_next_to_their_default():
+    from ccviz.bench.report import retention_pairing
+
+    rows = pd.DataFrame({
+        "case": [0, 0, 1, 1, 2, 2], "budget": [0.25] * 6, "survived": [0, 1, 0, 1, 1, 1],
+        "policy": ["counter_causal", "counter_causal:score=logprob"] * 3,
+    })
+    assert "| counter_causal:score=logprob | J=25% | counter_causal | 3 | +2 / -0 (p 0.5) |" in retention_pairing(rows)
+    assert retention_pairing(rows[rows.policy == "counter_causal"]) == ""  # no variants: no table
 
 
 def test_retention_breakdown_splits_survival_by_fact_type_and_position_at_the_middle_budget():

@@ -15,10 +15,8 @@ from typing import Callable
 import pandas as pd
 
 from ..models import LoadedModel
-from ..policies import POLICIES
 from . import perplexity, retention
-from .metrics import sign_test
-from .specs import PolicySpec, parse_spec
+from .specs import PolicySpec
 
 VARIANTS = ("counter_causal", "counter_causal_fast")
 SCORES = ("logit", "logprob", "contrast")
@@ -37,32 +35,6 @@ def ablation_specs() -> list[PolicySpec]:
         PolicySpec(variant, (("score", score), ("min_gap", gap), ("smooth", smooth)))
         for variant, score, gap, smooth in itertools.product(VARIANTS, SCORES, MIN_GAPS, SMOOTHING)
     ]
-
-
-def default_label(name: str) -> str | None:
-    """The grid label of a variant's current default options (what ``counter_causal`` alone means);
-    None for a policy the grid does not vary (``bench ablation --policy`` takes any spec)."""
-    defaults = POLICIES[name]().options()
-    return next((s.label for s in ablation_specs() if s.name == name and s.build().options() == defaults), None)
-
-
-def paired_with_defaults(rows: pd.DataFrame) -> pd.DataFrame:
-    """Each grid variant against its own variant's default on the same cases: the cases where only it
-    kept the fact (``wins``), where only the default did (``losses``), and the sign test's p."""
-    survived = rows[rows.policy != "full"].pivot_table(index="case", columns="policy", values="survived", aggfunc="first")
-    names = {label: parse_spec(label).name for label in survived.columns}
-    references = {name: default_label(name) for name in set(names.values())}
-    out = []
-    for label in survived.columns:
-        reference = references[names[label]]
-        if reference not in survived:
-            continue
-        paired = survived[label].notna() & survived[reference].notna()
-        mine, theirs = survived.loc[paired, label].astype(int), survived.loc[paired, reference].astype(int)
-        wins, losses = int(((mine == 1) & (theirs == 0)).sum()), int(((mine == 0) & (theirs == 1)).sum())
-        out.append({"policy": label, "default": reference, "cases": int(paired.sum()), "wins": wins, "losses": losses,
-                    "p": sign_test(wins, losses)})
-    return pd.DataFrame(out, columns=["policy", "default", "cases", "wins", "losses", "p"])
 
 
 def run(lm: LoadedModel, quick: bool, out: Path, *, specs: list[PolicySpec] | None = None, fresh: bool = False,

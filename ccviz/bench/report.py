@@ -7,6 +7,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
+from .pairing import has_variants, paired_with_defaults
 from .results import load_results
 
 
@@ -63,8 +64,22 @@ def retention_tables(summary: pd.DataFrame, rows: pd.DataFrame | None = None) ->
         f"Answer accuracy, {n_a} cases per cell; full-cache ceiling on the same cases: **{ceiling}**:\n\n"
         f"{_markdown(accuracy)}"
     )
-    breakdown = retention_breakdown(rows) if rows is not None else ""
-    return f"{tables}\n\n{breakdown}" if breakdown else tables
+    extras = [retention_breakdown(rows), retention_pairing(rows)] if rows is not None else []
+    return "\n\n".join([tables, *filter(None, extras)])
+
+
+def retention_pairing(rows: pd.DataFrame) -> str:
+    """Variants of a policy measured next to its default (``bench retention --policy NAME:KEY=VALUE``):
+    kept / lost against the default on the same cases, per budget; empty when there are none."""
+    paired = paired_with_defaults(rows)
+    if not has_variants(paired):
+        return ""
+    variants = paired[paired.policy != paired.default]
+    frame = pd.DataFrame({
+        "policy": variants.policy, "budget": variants.budget.map(lambda b: f"J={b:.0%}"), "default": variants.default,
+        "cases": variants.cases, "kept / lost vs default": _against_default(variants).tolist(),
+    })
+    return f"Each variant against its policy's default on the same cases (exact sign test):\n\n{_markdown(frame)}"
 
 
 def retention_breakdown(rows: pd.DataFrame) -> str:
@@ -139,8 +154,6 @@ def _against_default(paired: pd.DataFrame) -> pd.Series:
 def ablation_table(retention: pd.DataFrame | None, perplexity: pd.DataFrame | None,
                    retention_rows: pd.DataFrame | None = None) -> str:
     """The grid's survival (and, given the measured rows, each variant paired with its default) and NLL gap."""
-    from .ablation import paired_with_defaults  # the ablation module imports the tasks' runners: load it late
-
     parts = []
     if retention is not None and not retention.empty:
         r = retention[retention.policy != "full"].set_index("policy")
