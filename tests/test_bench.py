@@ -150,6 +150,16 @@ def test_policy_specs_parse_and_fail_in_one_line():
         parse_spec("sliding:window=3")
 
 
+def test_benchmarks_measure_every_policy_and_the_papers_form_of_counter_causal():
+    from ccviz.bench.specs import registered_specs
+    from ccviz.policies import POLICIES
+
+    labels = [spec.label for spec in registered_specs()]
+    assert set(POLICIES) < set(labels) and len(labels) == len(set(labels))
+    paper = labels[labels.index("counter_causal") + 1]  # listed next to ours, so tables show them together
+    assert paper == "counter_causal:score=logit" and parse_spec(paper).build().options() != POLICIES["counter_causal"]().options()
+
+
 def test_result_table_resumes_and_refuses_other_settings(tmp_path):
     def table(**kw):
         return ResultTable(tmp_path, "demo", ["case", "policy", "value"], ["case", "policy"], {"words": 10}, **kw)
@@ -256,10 +266,11 @@ def test_variants_are_paired_with_their_own_default_on_the_same_cases_per_budget
     grid = [s.label for s in ablation_specs()]
     defaults = default_labels(grid)
     slow, fast = defaults[grid[0]], defaults[grid[-1]]  # the grid names every option: its defaults are spelt out
-    assert slow == "counter_causal:score=logit,min_gap=0,smooth=0" and fast.startswith("counter_causal_fast:")
-    assert default_labels(["counter_causal", "counter_causal:score=logprob", "counter_causal_fast:score=logprob"]) == {
-        "counter_causal": "counter_causal", "counter_causal:score=logprob": "counter_causal"}  # fast: its default not measured
-    other = "counter_causal:score=logprob,min_gap=0,smooth=0"
+    assert slow == "counter_causal:score=logprob,min_gap=0,smooth=0"
+    assert fast == "counter_causal_fast:score=logit,min_gap=0,smooth=0"
+    assert default_labels(["counter_causal", "counter_causal:score=logit", "counter_causal_fast:score=logprob"]) == {
+        "counter_causal": "counter_causal", "counter_causal:score=logit": "counter_causal"}  # fast: its default not measured
+    other = "counter_causal:score=logit,min_gap=0,smooth=0"
     rows = pd.DataFrame({
         "case": [0, 0, 0, 1, 1, 1, 2, 2, 3, 0, 0],
         "budget": [1.0] + [0.25] * 8 + [0.5] * 2,
@@ -280,9 +291,9 @@ def test_the_retention_report_pairs_variants_measured_next_to_their_default():
 
     rows = pd.DataFrame({
         "case": [0, 0, 1, 1, 2, 2], "budget": [0.25] * 6, "survived": [0, 1, 0, 1, 1, 1],
-        "policy": ["counter_causal", "counter_causal:score=logprob"] * 3,
+        "policy": ["counter_causal", "counter_causal:score=logit"] * 3,
     })
-    assert "| counter_causal:score=logprob | J=25% | counter_causal | 3 | +2 / -0 (p 0.5) |" in retention_pairing(rows)
+    assert "| counter_causal:score=logit | J=25% | counter_causal | 3 | +2 / -0 (p 0.5) |" in retention_pairing(rows)
     assert retention_pairing(rows[rows.policy == "counter_causal"]) == ""  # no variants: no table
 
 

@@ -102,7 +102,7 @@ def test_the_reproduce_command_is_rebuilt_from_the_recorded_settings():
     defaults = {"model": "SmolLM2-135M-Instruct", **asdict(RetentionSettings())}
     meta = {"retention": _meta(json.loads(json.dumps(defaults)))}
     everything = {"sliding", "streaming_llm", "tova", "h2o", "snapkv", "importance_keyproxy", "counter_causal",
-                  "counter_causal_fast", "full"}
+                  "counter_causal:score=logit", "counter_causal_fast", "full"}
     command = reproduce_command("retention", meta, everything, DEFAULT_DIR, complete=True)
     assert command == "python -m ccviz bench retention"
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from ccviz import CcvizError, generate
-from ccviz.policies import select_survivors
+from ccviz.policies import POLICIES, select_survivors
 from ccviz.policies.counter_causal import smooth_scores
 from ccviz.scoring import causal_pass, counter_causal_surprise, surprise_from_cache
 
@@ -188,7 +188,7 @@ def test_engine_keeps_frozen_plus_top_surprise(tiny, policy, options):
     trace = generate(tiny, LONG, policy=policy, policy_options=options, cache_size=J, chunk_size=h, max_new_tokens=12)
     frozen, recent = trace.config["frozen"], trace.config["recent"]
     assert recent == options.get("recent", 0)
-    assert trace.config["policy_options"]["score"] == options.get("score", "logit")
+    assert trace.config["policy_options"]["score"] == options.get("score", POLICIES[policy]().score)
     evicting = 0
     for cycle in trace.cycles:
         surprise = torch.tensor(cycle.scores["surprise"])
@@ -214,7 +214,7 @@ def test_in_engine_surprise_equals_standalone_before_eviction(smollm):
                      frozen=3)
     cycle = trace.cycles[0]
     ids = torch.tensor([[tok.id for tok in trace.tokens[: cycle.step]]])
-    standalone = counter_causal_surprise(smollm.model, ids, variant="full")
+    standalone = counter_causal_surprise(smollm.model, ids, variant="full", score=POLICIES["counter_causal"]().score)
     _assert_close(torch.tensor(cycle.scores["surprise"]), standalone[3:])
 
 

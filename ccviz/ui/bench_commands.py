@@ -20,9 +20,9 @@ from ..bench.efficiency import EfficiencySettings
 from ..bench.perplexity import PerplexitySettings
 from ..bench.results import DEFAULT_DIR, QUICK_DIR, REPO_ROOT
 from ..bench.retention import RetentionSettings
+from ..bench.specs import registered_specs
 from ..figures.benchmarks import FULL
 from ..models import DEFAULT_MODEL
-from ..policies import POLICIES
 
 SETTINGS = {  # result file -> the settings class that wrote it
     "retention": RetentionSettings, "ablation_retention": RetentionSettings,
@@ -63,7 +63,7 @@ def _policy_flags(task: str, measured: set[str], complete: bool, quick: bool) ->
         default = {spec.label for spec in ablation.ablation_specs()}
         complete = complete and not quick  # quick measures two corners of the grid
     else:
-        default = set(POLICIES) - {FULL}
+        default = {spec.label for spec in registered_specs()} - {FULL}
     if measured - default or (complete and measured and measured != default):
         return [f"--policy {shlex.quote(label)}" for label in sorted(measured)]
     return []
