@@ -3,8 +3,9 @@
 Two variants measured on the same cases mostly agree, so comparing their Wilson intervals hides real
 differences: what counts are the discordant cases, where one kept the fact and the other did not.
 A variant is paired with whichever label in the same results means its policy with default options
-(``counter_causal`` in the retention table, ``counter_causal:score=logit,min_gap=0,smooth=0`` in the
-ablation grid), so the pairing works for any results folder, not only for a fixed grid.
+(``counter_causal`` in the retention table; the same options spelt out, as in
+``counter_causal:score=logprob,min_gap=0,smooth=0``, in the ablation grid), so the pairing works for any
+results folder, and follows the defaults when they change.
 """
 
 from __future__ import annotations
