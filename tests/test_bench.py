@@ -160,6 +160,17 @@ def test_benchmarks_measure_every_policy_and_the_papers_form_of_counter_causal()
     assert paper == "counter_causal:score=logit" and parse_spec(paper).build().options() != POLICIES["counter_causal"]().options()
 
 
+def test_result_rows_are_read_in_the_benchmarks_policy_order(tmp_path):
+    """Rows appended over several runs (a new default measured later) still make tables in one order."""
+    path = tmp_path / "rows.csv"
+    policies = ["tova", "my:spec", "counter_causal", "sliding", "full", "counter_causal:score=logit", "tova"]
+    pd.DataFrame({"policy": policies, "value": range(len(policies))}).to_csv(path, index=False)
+    frame = load_results(tmp_path)["rows"]
+    assert frame.policy.tolist() == ["full", "sliding", "tova", "tova", "counter_causal", "counter_causal:score=logit",
+                                     "my:spec"]
+    assert frame.value.tolist()[2:4] == [0, 6]  # stable: a policy's own rows keep their order
+
+
 def test_result_table_resumes_and_refuses_other_settings(tmp_path):
     def table(**kw):
         return ResultTable(tmp_path, "demo", ["case", "policy", "value"], ["case", "policy"], {"words": 10}, **kw)

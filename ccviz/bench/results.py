@@ -21,6 +21,7 @@ import pandas as pd
 
 from .. import __version__
 from ..errors import CcvizError
+from .specs import in_policy_order
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DIR = REPO_ROOT / "bench" / "results"
@@ -56,7 +57,8 @@ def provenance() -> dict[str, Any]:
 
     return {
         "commit": _git("rev-parse", "--short", "HEAD") or "unknown",
-        "dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+        # Code only: result files being written (this run's, or another's) do not change what is measured.
+        "dirty": bool(_git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)bench/results")),
         "date": _now(),
         "machine": f"{_cpu_name()}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}",
         "torch_threads": torch.get_num_threads(),
@@ -145,10 +147,11 @@ class ResultTable:
 
 
 def read_frame(path: Path, columns: Iterable[str] = ()) -> pd.DataFrame:
-    """A result CSV as a data frame (an empty frame with ``columns`` if nothing was measured yet)."""
+    """A result CSV as a data frame (an empty frame with ``columns`` if nothing was measured yet), its rows
+    in the benchmarks' policy order (:func:`.specs.in_policy_order`)."""
     if not Path(path).exists():
         return pd.DataFrame(columns=list(columns))
-    return pd.read_csv(path, keep_default_na=False, na_values=[""])
+    return in_policy_order(pd.read_csv(path, keep_default_na=False, na_values=[""]))
 
 
 def write_summary(directory: Path, name: str, frame: pd.DataFrame) -> Path:

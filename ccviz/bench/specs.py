@@ -7,11 +7,14 @@ measured without code changes; the spec's label is the key of its rows in the re
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..cli import _literal
 from ..errors import CcvizError
 from ..policies import POLICIES, Policy, make_policy
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -57,3 +60,16 @@ def registered_specs() -> list[PolicySpec]:
         if name == PAPER_FORM.name:
             specs.append(PAPER_FORM)
     return specs
+
+
+def in_policy_order(frame: "pd.DataFrame") -> "pd.DataFrame":
+    """Rows sorted by policy as the benchmarks list them (the full cache, then the registry's order with the
+    paper's form next to ours, then any other spec as first measured), so a table keeps one row order
+    however its rows were appended over several runs."""
+    if "policy" not in frame.columns or frame.empty:
+        return frame
+    known = ["full", *(spec.label for spec in registered_specs())]
+    rank = {label: i for i, label in enumerate(dict.fromkeys(known))}
+    first_seen = {label: len(rank) + i for i, label in enumerate(dict.fromkeys(frame["policy"]))}
+    order = frame["policy"].map(lambda label: rank.get(label, first_seen[label]))
+    return frame.iloc[order.argsort(kind="stable")]
