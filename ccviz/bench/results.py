@@ -57,8 +57,8 @@ def provenance() -> dict[str, Any]:
 
     return {
         "commit": _git("rev-parse", "--short", "HEAD") or "unknown",
-        # Code only: result files being written (this run's, or another's) do not change what is measured.
-        "dirty": bool(_git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)bench/results")),
+        # Code only: result files being written (this run's, or another's) and prose do not change what is measured.
+        "dirty": bool(_git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)bench/results", ":(exclude)*.md")),
         "date": _now(),
         "machine": f"{_cpu_name()}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}",
         "torch_threads": torch.get_num_threads(),
