@@ -51,7 +51,3 @@ def paired_with_defaults(rows: pd.DataFrame) -> pd.DataFrame:
                         "wins": wins, "losses": losses, "p": sign_test(wins, losses)})
     return pd.DataFrame(out, columns=COLUMNS)
 
-
-def has_variants(paired: pd.DataFrame) -> bool:
-    """Whether any row is a variant (not a default paired with itself): only then is a pairing worth showing."""
-    return bool((paired.policy != paired.default).any())

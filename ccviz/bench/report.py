@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from .pairing import has_variants, paired_with_defaults
+from .pairing import paired_with_defaults
 from .results import load_results
 
 
@@ -33,7 +33,7 @@ def _markdown(frame: pd.DataFrame) -> str:
 
 
 def _pivot(summary: pd.DataFrame, cell: Callable[[pd.Series], str], column: Callable[[Any], str]) -> pd.DataFrame:
-    """Policies as rows (in measured order), budgets as columns."""
+    """Policies as rows (in the rows' order: :func:`.results.read_frame` puts them in policy order), budgets as columns."""
     cells = summary.assign(cell=summary.apply(cell, axis=1), column=summary["budget"].map(column))
     table = cells.pivot(index="policy", columns="column", values="cell")
     order = [c for c in dict.fromkeys(cells["column"]) if c in table.columns]
@@ -72,9 +72,9 @@ def retention_pairing(rows: pd.DataFrame) -> str:
     """Variants of a policy measured next to its default (``bench retention --policy NAME:KEY=VALUE``):
     kept / lost against the default on the same cases, per budget; empty when there are none."""
     paired = paired_with_defaults(rows)
-    if not has_variants(paired):
+    variants = paired[paired.policy != paired.default]  # a default is paired with itself: nothing to show
+    if variants.empty:
         return ""
-    variants = paired[paired.policy != paired.default]
     frame = pd.DataFrame({
         "policy": variants.policy, "budget": variants.budget.map(lambda b: f"J={b:.0%}"), "default": variants.default,
         "cases": variants.cases, "kept / lost vs default": _against_default(variants).tolist(),
