@@ -236,7 +236,9 @@ def test_bad_input_markup_and_a_closed_tab(tiny_app_url):
             _set_number(page, "Chunk size h", 2)
             _set_number(page, "Max new tokens", 8000)
             page.get_by_role("button", name="Run", exact=True).click()
-            page.wait_for_selector("text=refreshes", timeout=RUN_TIMEOUT_MS)
+            # The live progress line, not just "refreshes": the earlier result's "Refreshes" metric is
+            # still on the page and would match at once, closing the tab before the new job exists.
+            page.wait_for_selector(r"text=/\d+\/\d+ tokens · \d+ refreshes/", timeout=RUN_TIMEOUT_MS)
             page.close()
             _wait_for_log(ARTIFACTS / "streamlit-tiny.log", "stopping a run whose browser session has been gone")
             page = _open(browser, tiny_app_url)
@@ -246,7 +248,8 @@ def test_bad_input_markup_and_a_closed_tab(tiny_app_url):
             page.wait_for_selector(".js-plotly-plot", timeout=RUN_TIMEOUT_MS)
             _no_exception(page)
         except Exception:
-            page.screenshot(path=str(ARTIFACTS / "reliability-failure.png"))
+            if not page.is_closed():  # a screenshot of a closed tab would hide the real failure
+                page.screenshot(path=str(ARTIFACTS / "reliability-failure.png"))
             raise
         finally:
             browser.close()
