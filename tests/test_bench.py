@@ -281,6 +281,8 @@ def test_variants_are_paired_with_their_own_default_on_the_same_cases_per_budget
     assert fast == "counter_causal_fast:score=logit,min_gap=0,smooth=0"
     assert default_labels(["counter_causal", "counter_causal:score=logit", "counter_causal_fast:score=logprob"]) == {
         "counter_causal": "counter_causal", "counter_causal:score=logit": "counter_causal"}  # fast: its default not measured
+    for both in (["counter_causal", "counter_causal:score=logprob"], ["counter_causal:score=logprob", "counter_causal"]):
+        assert set(default_labels(both).values()) == {"counter_causal"}  # two names for the default: the plain one
     other = "counter_causal:score=logit,min_gap=0,smooth=0"
     rows = pd.DataFrame({
         "case": [0, 0, 0, 1, 1, 1, 2, 2, 3, 0, 0],

@@ -23,12 +23,14 @@ COLUMNS = ["policy", "budget", "default", "cases", "wins", "losses", "p"]
 
 def default_labels(labels: Iterable[str]) -> dict[str, str]:
     """For each label, the label among ``labels`` that resolves to its policy's default options
-    (itself for a default); labels whose policy's default was not measured are left out."""
+    (itself for a default); labels whose policy's default was not measured are left out. Where several
+    labels mean the default (``counter_causal`` and ``counter_causal:score=logprob``), the shortest names it."""
     labels = list(dict.fromkeys(labels))
     specs = {label: parse_spec(label) for label in labels}
-    defaults = {
-        spec.name: label for label, spec in specs.items() if spec.build().options() == POLICIES[spec.name]().options()
-    }
+    defaults: dict[str, str] = {}
+    for label in sorted(labels, key=len):
+        if specs[label].build().options() == POLICIES[specs[label].name]().options():
+            defaults.setdefault(specs[label].name, label)
     return {label: defaults[spec.name] for label, spec in specs.items() if spec.name in defaults}
 
 
