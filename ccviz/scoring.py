@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 import weakref
-from typing import Literal
+from typing import Literal, get_args
 
 import torch
 import torch.nn.functional as F
@@ -24,8 +24,8 @@ from .errors import CcvizError
 
 Variant = Literal["full", "fast", "fast_mlp"]
 Score = Literal["logit", "logprob", "contrast"]
-VARIANTS: tuple[str, ...] = ("full", "fast", "fast_mlp")
-SCORES: tuple[str, ...] = ("logit", "logprob", "contrast")
+VARIANTS: tuple[str, ...] = get_args(Variant)
+SCORES: tuple[str, ...] = get_args(Score)
 _LOGSUMEXP_ROWS = 256  # rows per vocabulary projection in `logprob`: bounds memory to rows x vocab floats
 
 

@@ -8,7 +8,7 @@ from typing import ClassVar
 import torch
 
 from ..cache import CacheState
-from ..scoring import check_options, surprise_from_cache
+from ..scoring import Score, check_options, surprise_from_cache
 from .base import Policy
 
 
@@ -49,7 +49,7 @@ class CounterCausal(Policy):
     signal = "surprise"
     variant: ClassVar[str] = "full"
 
-    score: str = "logprob"
+    score: Score = "logprob"
     min_gap: int = 0
     smooth: int = 0
     recent: int = 0
@@ -92,4 +92,4 @@ class CounterCausalFast(CounterCausal):
     variant: ClassVar[str] = "fast"
     needs_hidden = True
 
-    score: str = "logit"
+    score: Score = "logit"

@@ -1,8 +1,8 @@
 """What the option widgets of a policy should be, read from its dataclass fields.
 
 The app lists whatever the registry holds, so it never hard-codes a policy's options: a field's type
-and default decide the widget (bool: checkbox, int/float: number, Literal or known choices: select,
-str: text). Plain Python, tested without Streamlit.
+and default decide the widget (bool: checkbox, int/float: number, Literal: select, str: text). Plain
+Python, tested without Streamlit.
 """
 
 from __future__ import annotations
@@ -12,10 +12,6 @@ from dataclasses import MISSING, dataclass, fields
 from typing import Any
 
 from ..policies import POLICIES
-from ..scoring import SCORES, VARIANTS
-
-# Option names whose string values come from a fixed set, when the field's annotation is a plain str.
-KNOWN_CHOICES: dict[str, tuple[str, ...]] = {"score": SCORES, "variant": VARIANTS}
 
 
 @dataclass(frozen=True)
@@ -26,7 +22,7 @@ class OptionSpec:
     choices: tuple[Any, ...] = ()
 
 
-def _kind(annotation: Any, name: str, default: Any) -> tuple[str, tuple[Any, ...]]:
+def _kind(annotation: Any, default: Any) -> tuple[str, tuple[Any, ...]]:
     if typing.get_origin(annotation) is typing.Literal:
         return "choice", typing.get_args(annotation)
     if annotation is bool or isinstance(default, bool):
@@ -35,8 +31,6 @@ def _kind(annotation: Any, name: str, default: Any) -> tuple[str, tuple[Any, ...
         return "int", ()
     if annotation is float or isinstance(default, float):
         return "float", ()
-    if name in KNOWN_CHOICES and default in KNOWN_CHOICES[name]:
-        return "choice", KNOWN_CHOICES[name]
     return "text", ()
 
 
@@ -47,6 +41,6 @@ def option_specs(policy: str) -> list[OptionSpec]:
     specs = []
     for f in fields(cls):
         default = f.default if f.default is not MISSING else (f.default_factory() if f.default_factory is not MISSING else None)
-        kind, choices = _kind(hints.get(f.name), f.name, default)
+        kind, choices = _kind(hints.get(f.name), default)
         specs.append(OptionSpec(name=f.name, kind=kind, default=default, choices=choices))
     return specs
