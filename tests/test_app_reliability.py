@@ -222,7 +222,7 @@ def test_run_page_refuses_bad_uploads_and_stays_usable(app):
 
 
 def test_traces_page_refuses_bad_files_without_drawing_them(app, good_trace):
-    app.switch_page("pages/traces.py").run()
+    app.switch_page("app_pages/traces.py").run()
     bad = [(name, make(good_trace), "application/json") for name, (make, _) in BAD_TRACES.items()]
     app.file_uploader(key="up.traces").set_value(bad).run()
     assert not app.exception
@@ -241,13 +241,13 @@ def test_markup_and_control_characters_render_as_text(app):
     body = app.html[0].proto.body
     assert _shown_as_text(body) and "␇" in body and "␛" in body and "\x1b" not in body  # controls shown as symbols
     assert _escaped_hover(charts(app)[0])
-    app.switch_page("pages/surprise.py").run()
+    app.switch_page("app_pages/surprise.py").run()
     settle(app.button(key="btn.surprise").click().run())
     assert not app.exception and not app.error
     for mode in ["Highlight", "What survives", "Sentences"]:
         app.button_group(key="surprise.mode").set_value(mode).run()
         assert _shown_as_text(app.html[0].proto.body), mode
-    app.switch_page("pages/compare.py").run()
+    app.switch_page("app_pages/compare.py").run()
     for key, value in [("cmp.J", 16), ("cmp.h", 4), ("cmp.max_new", 6)]:
         app.number_input(key=key).set_value(value)
     settle(app.button(key="btn.compare").click().run())

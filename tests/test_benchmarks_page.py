@@ -144,7 +144,7 @@ def _page(monkeypatch, folder: Path) -> AppTest:
     monkeypatch.setenv("CCVIZ_BENCH_RESULTS", str(folder))
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     at.run()
-    at.switch_page("pages/benchmarks.py").run()
+    at.switch_page("app_pages/benchmarks.py").run()
     assert not at.exception
     return at
 

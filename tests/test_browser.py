@@ -4,8 +4,9 @@ Pastes a sample document, runs counter_causal_fast on the Run page and counter_c
 sliding on the Compare page, and checks each heatmap rendered (with a working hover) and no exception
 box appeared. Screenshots go to test-artifacts/ for a human to look at.
 
-A second server on the tiny random model checks what AppTest cannot: Streamlit's own range message,
-a real file upload, markup in a document staying inert, and a tab closed mid-run.
+A second server on the tiny random model checks what AppTest cannot: a deep link as the server's first
+request, Streamlit's own range message, a real file upload, markup in a document staying inert, and a
+tab closed mid-run.
 """
 
 from __future__ import annotations
@@ -181,6 +182,24 @@ def _open(browser, url: str):
     page.wait_for_selector("[data-testid='stApp']")
     _idle(page)
     return page
+
+
+def test_a_deep_link_as_a_fresh_servers_first_request_gets_the_whole_app(tiny_app_url):
+    """Before any session has run app.py, Streamlit serves a URL such as /benchmarks from a folder named
+    pages/ as a legacy page (no menu titles, no wide layout): ccviz keeps its pages in app_pages/. Runs
+    first on the tiny server (tests run in file order), so this is its first page request."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = _open(browser, f"{tiny_app_url}/benchmarks")
+            page.wait_for_selector("h1:has-text('Benchmarks')")
+            menu = page.locator("[data-testid='stSidebarNav']").inner_text()
+            assert "Run & retention" in menu and "Traces" in menu, menu  # app.py's menu, not file names
+            _no_exception(page)
+        finally:
+            browser.close()
 
 
 def test_bad_input_markup_and_a_closed_tab(tiny_app_url):
