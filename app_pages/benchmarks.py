@@ -1,26 +1,38 @@
 """Benchmarks: what ``python -m ccviz bench`` measured, where and when, and the command that measures it again."""
 
+from pathlib import Path
+
 import streamlit as st
 
-from ccviz.ui.bench_results import RESULTS_ENV, command_for_all, load_sections, results_dir
+from ccviz.ui.bench_commands import display_path
+from ccviz.ui.bench_results import RESULTS_ENV, command_for_all, load_sections, result_folders, results_dir
 from ccviz.ui.bench_views import section_view
 
-folder = results_dir()
+st.title("Benchmarks")
+folders = [str(path) for path in result_folders(results_dir())]
+folder = Path(st.selectbox(
+    "Results folder", folders, format_func=lambda path: display_path(Path(path)), key="bench.folder",
+    help="The published run, and the follow-up measurements kept in folders next to it (each with its own command).",
+) if len(folders) > 1 else folders[0])
 sections = load_sections(folder)  # read on every rerun: a run in progress shows its newest rows
 everything = command_for_all(sections, folder)
+shown = display_path(folder)
 
-st.title("Benchmarks")
 st.caption(
-    f"The result files of `python -m ccviz bench` in `{folder}` (set `{RESULTS_ENV}` to read another folder), "
+    f"The result files of `python -m ccviz bench` in `{shown}` (set `{RESULTS_ENV}` to read another folder), "
     "summarised by the harness's own code; a run still in progress shows the rows it has written so far."
 )
-if any(section.meta or section.measured or section.error for section in sections):
+measured = [section for section in sections if section.meta or section.measured or section.error]
+if everything is None:  # a follow-up folder: only its own tasks, each with the command that measured it
+    st.markdown(f"`{shown}` holds follow-up measurements with settings of their own; each tab gives its command.")
+    sections = measured
+elif measured:
     st.markdown(f"Everything on this page: `{everything}`.")
 else:
     st.info(
-        f"No benchmark results in `{folder}` yet. `{everything}` measures everything (hours on a CPU; it resumes "
+        f"No benchmark results in `{shown}` yet. `{everything}` measures everything (hours on a CPU; it resumes "
         "where it stopped); `python -m ccviz bench all --quick --out DIR` writes a CI-sized set in a few minutes."
     )
 for section, tab in zip(sections, st.tabs([section.title for section in sections])):
     with tab:
-        section_view(section, str(folder))
+        section_view(section, shown)

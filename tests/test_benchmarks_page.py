@@ -126,17 +126,21 @@ def test_the_reproduce_command_is_rebuilt_from_the_recorded_settings():
 # --- the page ------------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def quick_results(tmp_path_factory) -> Path:
-    """A real ``python -m ccviz bench all --quick`` on the tiny model (about 15 s)."""
-    out = tmp_path_factory.mktemp("bench") / "quick"
+def _bench_quick(task: str, out: Path, *flags: str) -> Path:
+    """A real ``python -m ccviz bench TASK --quick`` on the tiny model into ``out``."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     done = subprocess.run(
-        [sys.executable, "-m", "ccviz", "bench", "all", "--quick", "--model", "tiny-random", "--out", str(out)],
+        [sys.executable, "-m", "ccviz", "bench", task, "--quick", *flags, "--model", "tiny-random", "--out", str(out)],
         capture_output=True, text=True, timeout=300, env=env, cwd=ROOT,
     )
     assert done.returncode == 0, done.stderr
     return out
+
+
+@pytest.fixture(scope="module")
+def quick_results(tmp_path_factory) -> Path:
+    """Every task, quick, on the tiny model (about 15 s)."""
+    return _bench_quick("all", tmp_path_factory.mktemp("bench") / "quick")
 
 
 def _page(monkeypatch, folder: Path) -> AppTest:
@@ -181,6 +185,26 @@ def test_page_plots_a_quick_run_with_provenance_tables_and_commands(monkeypatch,
     text = " ".join(m.value for m in at.markdown)
     assert "Fact survival" in text and "full cache" in text and "refresh / forward" in text  # the report's tables
     assert text.count("What differs from the paper") == 5
+
+
+def test_page_switches_to_a_follow_up_folder_and_gives_its_own_command(monkeypatch, quick_results, tmp_path):
+    root = tmp_path / "results"
+    shutil.copytree(quick_results, root)
+    sinks = _bench_quick("perplexity", root / "sinks", "--set", "frozen=4")  # a follow-up with its own setting
+    (root / "notes").mkdir()  # a folder without result files is not offered
+    at = _page(monkeypatch, root)
+    box = at.selectbox(key="bench.folder")
+    assert box.options == [str(root), str(sinks)] and box.value == str(root)
+    assert len(at.tabs) == 5 and any("Everything on this page" in m.value for m in at.markdown)
+
+    box.select(str(sinks)).run()
+    assert not at.exception and not at.error and not at.warning
+    assert [tab.label for tab in at.tabs] == ["Long-text perplexity"]  # only what the folder holds
+    assert _commands(at) == [f"python -m ccviz bench perplexity --quick --set frozen=4 --model tiny-random --out {sinks}"]
+    text = " ".join(m.value for m in at.markdown)
+    assert "follow-up measurements" in text and "Everything on this page" not in text  # `all` would not repeat it
+    meta = json.loads((sinks / "perplexity.json").read_text())
+    assert any("frozen=4" in c.value and meta["commit"] in c.value for c in at.caption)
 
 
 def test_page_shows_partial_missing_and_unreadable_results_plainly(monkeypatch, quick_results, tmp_path):

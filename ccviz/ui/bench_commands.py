@@ -81,12 +81,17 @@ def run_flags(meta: dict[str, Any]) -> list[str]:
     return flags
 
 
+def display_path(directory: Path) -> str:
+    """A folder as a user types it: relative to the repository when it is inside it."""
+    path = Path(directory).resolve()
+    return str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path)
+
+
 def out_flag(directory: Path, quick: bool) -> list[str]:
     """``--out DIR`` unless ``directory`` is where the harness writes by default."""
-    path = Path(directory).resolve()
-    if path == (QUICK_DIR if quick else DEFAULT_DIR).resolve():
+    if Path(directory).resolve() == (QUICK_DIR if quick else DEFAULT_DIR).resolve():
         return []
-    return [f"--out {shlex.quote(str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path))}"]
+    return [f"--out {shlex.quote(display_path(directory))}"]
 
 
 def reproduce_command(task: str, meta: dict[str, dict[str, Any]], policies: set[str], directory: Path, *,

@@ -45,6 +45,15 @@ def results_dir() -> Path:
     return Path(raw).expanduser() if raw else DEFAULT_DIR
 
 
+def result_folders(root: Path) -> list[Path]:
+    """``root`` and each folder directly under it that holds result files: the follow-up measurements
+    next to the published run (``bench/results/sinks``, ``bench/results/candidates``), so the page can
+    show them without a restart."""
+    root = Path(root)
+    follow_ups = sorted(p for p in root.iterdir() if p.is_dir() and any(p.glob("*.json"))) if root.is_dir() else []
+    return [root, *follow_ups]
+
+
 @dataclass(frozen=True)
 class Part:
     """One result file of a task and how to tell whether every cell has all its repeats."""
@@ -228,6 +237,13 @@ def _folder_defaults(sections: list[Section]) -> tuple[bool, dict[str, Any]]:
     return quick, next((meta for section in sections for meta in section.meta.values()), {})
 
 
-def command_for_all(sections: list[Section], directory: Path) -> str:
-    """``python -m ccviz bench all`` with the settings, model and folder the sections were measured with."""
-    return plain_command("all", *_folder_defaults(sections), directory)
+def command_for_all(sections: list[Section], directory: Path) -> str | None:
+    """``python -m ccviz bench all`` with the settings, model and folder the sections were measured with;
+    None when a task here was measured with settings or policies of its own (a follow-up folder such as
+    ``bench/results/sinks``), which ``all`` would not repeat: then only each task's own command does."""
+    quick, like = _folder_defaults(sections)
+    for section in sections:
+        own = next(iter(section.meta.values()), None)
+        if own is not None and section.command != plain_command(section.task, quick, own, directory):
+            return None
+    return plain_command("all", quick, like, directory)
