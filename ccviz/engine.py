@@ -26,6 +26,10 @@ from .trace import Cycle, TokenRecord, Trace
 
 ProgressCallback = Callable[[int, int, int], None]
 """Called as ``progress(refreshes_done, tokens_processed, tokens_total)`` after every forward pass."""
+RefreshCallback = Callable[[Trace], None]
+"""Called as ``on_refresh(trace)`` after every refresh with the live trace: its config, every cycle so
+far and the records of every token up to the newest cycle's step, i.e. a loadable partial trace (the app's
+worker process streams it to the page as the run goes)."""
 RECORD_CHOICES = ("policy", "all")
 
 
@@ -78,6 +82,7 @@ class _Run:
     """The mutable state of one generation; created per call, so runs never share anything."""
 
     def __init__(self, lm: LoadedModel, prompt_ids: list[int], settings: _Settings):
+        self.started = time.perf_counter()
         self.lm = lm
         self.model = lm.model
         self.s = settings
@@ -88,6 +93,8 @@ class _Run:
         self.state = CacheState(kv=DynamicCache(), frozen=settings.frozen)
         self.eos = _eos_ids(lm)
         self.processed = 0
+        self.generated: list[int] = []  # the last one is picked but not yet processed
+        self.on_refresh: RefreshCallback | None = None
         self.total = len(prompt_ids) + settings.max_new_tokens
         self.generator = torch.Generator(device="cpu")
         if settings.seed is not None:
@@ -167,6 +174,9 @@ class _Run:
                 seconds=seconds,
             )
         )
+        self._record_tokens(self.processed)
+        if self.on_refresh is not None:
+            self.on_refresh(self.trace)
 
     def _after_forward(self, phase: str, progress: ProgressCallback | None) -> None:
         if self.processed % self.s.chunk_size == 0:
@@ -187,9 +197,8 @@ class _Run:
         return int(torch.multinomial(probs, 1, generator=self.generator))
 
     def run(self, progress: ProgressCallback | None, should_stop: Callable[[], bool] | None) -> Trace:
-        started = time.perf_counter()
-        h, prompt = self.s.chunk_size, self.prompt_ids
-        generated: list[int] = []
+        self.started = time.perf_counter()
+        h, prompt, generated = self.s.chunk_size, self.prompt_ids, self.generated
         stop_reason = "max_new_tokens"
         logits = None
         while self.processed < len(prompt):
@@ -218,22 +227,28 @@ class _Run:
                 self.timings["decode_seconds"] += time.perf_counter() - t0
                 self._after_forward("decode", progress)
                 generated.append(self._pick(logits))
-        self._finish(generated, stop_reason, started)
+        self.finish(stop_reason)
         return self.trace
 
-    def _finish(self, generated: list[int], stop_reason: str, started: float) -> None:
-        tokenizer = self.lm.tokenizer
-        ids = self.prompt_ids + generated
-        pieces = tokenizer.batch_decode([[i] for i in ids], skip_special_tokens=False, clean_up_tokenization_spaces=False)
+    def _record_tokens(self, end: int) -> None:
+        """Append the records of timesteps up to ``end`` (prompt, then generated) to the trace's tokens."""
+        start = len(self.trace.tokens)
         n_prompt = len(self.prompt_ids)
-        self.trace.tokens = [
+        ids = self.prompt_ids[start:end] + self.generated[max(start - n_prompt, 0) : max(end - n_prompt, 0)]
+        pieces = self.lm.tokenizer.batch_decode([[i] for i in ids], skip_special_tokens=False, clean_up_tokenization_spaces=False)
+        self.trace.tokens.extend(
             TokenRecord(t=t, id=i, text=piece, source="prompt" if t < n_prompt else "generated")
-            for t, (i, piece) in enumerate(zip(ids, pieces))
-        ]
-        self.trace.output_text = tokenizer.decode(generated, skip_special_tokens=True)
+            for t, (i, piece) in enumerate(zip(ids, pieces), start=start)
+        )
+
+    def finish(self, stop_reason: str, error: str | None = None) -> None:
+        """Complete the trace with every token so far; also after an error, so a failed run still loads."""
+        self._record_tokens(len(self.prompt_ids) + len(self.generated))
+        self.trace.output_text = self.lm.tokenizer.decode(self.generated, skip_special_tokens=True)
         self.trace.stop_reason = stop_reason
-        self.trace.status = "cancelled" if stop_reason == "cancelled" else "complete"
-        self.timings["total_seconds"] = time.perf_counter() - started
+        self.trace.status = "error" if error else "cancelled" if stop_reason == "cancelled" else "complete"
+        self.trace.error = error
+        self.timings["total_seconds"] = time.perf_counter() - self.started
         self.trace.timings = dict(self.timings)
 
 
@@ -333,6 +348,7 @@ def generate(
     record: str = "policy",
     progress: ProgressCallback | None = None,
     should_stop: Callable[[], bool] | None = None,
+    on_refresh: RefreshCallback | None = None,
 ) -> Trace:
     """Generate from ``prompt`` under a managed cache and return the :class:`Trace` of the run.
 
@@ -344,6 +360,7 @@ def generate(
     the cheap companion signals (attention_last, attention_chunk, surprise) at every refresh, next to
     the policy's own; they never change what is kept. ``should_stop`` is
     polled between forward passes; a stopped run returns its partial trace with status "cancelled".
+    ``on_refresh`` streams each refresh as it happens (see :data:`RefreshCallback`).
     """
     run = prepare_run(
         lm, prompt, policy=policy, cache_size=cache_size, chunk_size=chunk_size, frozen=frozen, recent=recent,
@@ -351,13 +368,11 @@ def generate(
         top_p=top_p, policy_options=policy_options, prefill_step=prefill_step,
         stop_at_eos=stop_at_eos, record=record,
     )
+    run.on_refresh = on_refresh
     try:
         return run.run(progress, should_stop)
     except CcvizError:
         raise
     except Exception as err:  # keep what was computed: the caller can still show completed cycles
-        run.trace.status = "error"
-        run.trace.error = f"{type(err).__name__}: {err}"
-        run._finish([], "error", time.perf_counter())
-        run.trace.status = "error"
+        run.finish("error", error=f"{type(err).__name__}: {err}")
         raise GenerationFailed(run.trace.error, run.trace) from err

@@ -11,7 +11,7 @@ from typing import Callable
 
 import torch
 
-from .engine import ProgressCallback, generate
+from .engine import ProgressCallback, RefreshCallback, generate
 from .models import LoadedModel
 from .prompts import encode_prompt
 from .scoring import counter_causal_surprise
@@ -42,6 +42,7 @@ def document_attention(
     frozen: int | str = "auto",
     progress: ProgressCallback | None = None,
     should_stop: Callable[[], bool] | None = None,
+    on_refresh: RefreshCallback | None = None,
 ) -> Trace:
     """A prefill of the whole document under H2O with room for everything, scored once at the end.
 
@@ -52,4 +53,5 @@ def document_attention(
     return generate(
         lm, prompt, policy="h2o", cache_size=n, chunk_size=n, frozen=frozen, chat=chat, max_new_tokens=1,
         record="all", prefill_step=ATTENTION_STEP, progress=progress, should_stop=should_stop,
+        on_refresh=on_refresh,
     )

@@ -5,7 +5,9 @@ import threading
 
 import pytest
 
-from ccviz import POLICIES, CcvizError, generate
+from ccviz import POLICIES, CcvizError, GenerationFailed, Trace, generate
+from ccviz.policies.sliding import Sliding
+from ccviz.prompts import encode_prompt
 
 DOC = (
     "Meeting notes, 14 March. Present: Ana, Bo, Chidi. The vendor contract renews on 1 June; Bo will ask for "
@@ -94,3 +96,47 @@ def test_control_characters_and_markup_pass_through_as_text(tiny):
     prompt_text = "".join(tok.text for tok in trace.tokens if tok.source == "prompt")
     assert "<script>alert('x')</script>" in prompt_text
     assert json.loads(trace.to_json())["tokens"]  # still valid, strict JSON
+
+
+class _BreaksAt(Sliding):
+    """A sliding window whose refresh number ``fail_at`` raises (a plain subclass: used in this process only)."""
+
+    name = "sliding"  # not registered: passed to generate as an instance
+
+    def __init__(self, fail_at: int):
+        self.fail_at, self.calls = fail_at, 0
+
+    def score_candidates(self, model, state):
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise RuntimeError("injected failure")
+        return super().score_candidates(model, state)
+
+
+@pytest.mark.parametrize("phase", ["prefill", "decode"])
+def test_a_run_that_fails_keeps_a_loadable_trace_of_every_token_so_far(tiny, tmp_path, phase):
+    n_prompt = len(encode_prompt(tiny.tokenizer, DOC, chat=True).ids)
+    fail_at = 3 if phase == "prefill" else n_prompt // 4 + 3  # at h = 4, refresh k comes after 4k tokens
+    with pytest.raises(GenerationFailed) as err:
+        generate(tiny, DOC, policy=_BreaksAt(fail_at), cache_size=8, chunk_size=4, max_new_tokens=40, stop_at_eos=False)
+    partial = err.value.trace
+    assert partial.status == "error" and "injected failure" in partial.error and len(partial.cycles) == fail_at - 1
+    assert len(partial.tokens) >= 4 * fail_at and [tok.t for tok in partial.tokens] == list(range(len(partial.tokens)))
+    assert (partial.prompt_length < len(partial.tokens)) == (phase == "decode")  # generated tokens are kept too
+    assert partial.timings["total_seconds"] > 0
+    partial.save(tmp_path / "partial.json")
+    loaded = Trace.load(tmp_path / "partial.json")
+    assert loaded.cycles == partial.cycles and loaded.tokens == partial.tokens and loaded.status == "error"
+
+
+def test_on_refresh_streams_a_loadable_partial_trace_at_every_refresh(tiny):
+    seen: list[tuple[int, int]] = []
+
+    def on_refresh(trace: Trace) -> None:
+        Trace.from_json(trace.to_json())  # loadable as it stands
+        seen.append((len(trace.cycles), len(trace.tokens)))
+        assert len(trace.tokens) == trace.cycles[-1].step  # every token up to the refresh, none beyond
+
+    final = generate(tiny, DOC, policy="sliding", cache_size=8, chunk_size=4, max_new_tokens=10, on_refresh=on_refresh)
+    assert [n for n, _ in seen] == list(range(1, len(final.cycles) + 1))
+    assert len(final.tokens) >= seen[-1][1]
