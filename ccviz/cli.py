@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Sequence
 
 from .errors import CcvizError
+from .plugins import load_plugins
 
 
 class _Parser(argparse.ArgumentParser):
@@ -171,6 +172,7 @@ def _cmd_run(args: argparse.Namespace) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = _parser().parse_args(argv)
+        load_plugins()
         if args.command == "policies":
             _cmd_policies()
         elif args.command == "bench":

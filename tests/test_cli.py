@@ -1,15 +1,20 @@
 """The CLI end to end in a subprocess: output, saved trace, and one-line errors for bad input."""
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from ccviz import Trace
 
 
-def _cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "ccviz", *args], capture_output=True, text=True, timeout=300, cwd=cwd)
+TESTS = Path(__file__).resolve().parent
+
+
+def _cli(*args, cwd=None, env=None):
+    return subprocess.run([sys.executable, "-m", "ccviz", *args], capture_output=True, text=True, timeout=300, cwd=cwd, env=env)
 
 
 def test_policies_lists_every_registered_policy():
@@ -19,6 +24,19 @@ def test_policies_lists_every_registered_policy():
     assert result.returncode == 0
     lines = result.stdout.strip().splitlines()
     assert [line.split()[0] for line in lines] == list(POLICIES)
+
+
+def test_plugins_add_policies_and_a_broken_one_is_one_line():
+    env = {**os.environ, "PYTHONPATH": str(TESTS), "CCVIZ_PLUGINS": "failing_policy"}
+    listed = _cli("policies", env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.strip().splitlines()[-1].split()[0] == "breaks_at_refresh"
+    broken = _cli("policies", env={**env, "CCVIZ_PLUGINS": "failing_policy, no_such_module"})
+    assert broken.returncode == 2 and broken.stdout == ""
+    assert broken.stderr.strip() == (
+        "ccviz: error: cannot load the plugin 'no_such_module' from CCVIZ_PLUGINS: "
+        "ModuleNotFoundError: No module named 'no_such_module'"
+    )
 
 
 def test_run_prints_text_and_summary_and_saves_trace(tmp_path):

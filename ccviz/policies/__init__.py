@@ -1,4 +1,8 @@
-"""Eviction policies. Adding one = one file with a :class:`Policy` subclass + one line in ``_CLASSES``."""
+"""Eviction policies. Adding one = one file with a :class:`Policy` subclass + one line in ``_CLASSES``.
+
+A policy kept outside ccviz joins with :func:`register_policy` from a module named in ``CCVIZ_PLUGINS``
+(:mod:`ccviz.plugins`), so the app, its worker process and the CLI all list it.
+"""
 
 from __future__ import annotations
 
@@ -30,6 +34,16 @@ _CLASSES: tuple[type[Policy], ...] = (
 POLICIES: dict[str, type[Policy]] = {cls.name: cls for cls in _CLASSES}
 
 
+def register_policy(cls: type[Policy]) -> type[Policy]:
+    """Add a policy class to the registry (usable as a class decorator); its ``name`` must be new."""
+    if not (isinstance(cls, type) and issubclass(cls, Policy)) or not isinstance(getattr(cls, "name", None), str):
+        raise CcvizError(f"{cls!r} is not a Policy subclass with a name")
+    if POLICIES.get(cls.name, cls) is not cls:
+        raise CcvizError(f"a policy named {cls.name!r} is already registered")
+    POLICIES[cls.name] = cls
+    return cls
+
+
 def make_policy(name: str, **options: Any) -> Policy:
     """Build a registered policy from its name and options, with a one-line error for bad input."""
     if name not in POLICIES:
@@ -46,4 +60,4 @@ def make_policy(name: str, **options: Any) -> Policy:
         raise CcvizError(f"bad option for policy {name!r}: {err}") from None
 
 
-__all__ = ["POLICIES", "Policy", "make_policy", "select_survivors"]
+__all__ = ["POLICIES", "Policy", "make_policy", "register_policy", "select_survivors"]
