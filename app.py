@@ -2,6 +2,10 @@
 
 import streamlit as st
 
+from ccviz.errors import CcvizError
+from ccviz.plugins import load_plugins
+from ccviz.ui.model import model_status_line
+
 st.set_page_config(page_title="ccviz: KV-cache eviction lab", page_icon="🧠", layout="wide")
 
 pages = [
@@ -11,4 +15,10 @@ pages = [
     st.Page("app_pages/benchmarks.py", title="Benchmarks", icon=":material/monitoring:"),
     st.Page("app_pages/traces.py", title="Traces", icon=":material/folder_open:"),
 ]
-st.navigation(pages).run()
+page = st.navigation(pages)
+try:
+    load_plugins()  # policies of CCVIZ_PLUGINS join the menus (the worker imports them too)
+except CcvizError as err:
+    st.error(str(err))
+model_status_line()
+page.run()

@@ -33,8 +33,8 @@ phrase = st.text_input(
 )
 done = run_controls(
     PAGE, "Run all",
-    lambda lm: [
-        RunTask(model=lm.name, prompt=text, policy=policy, options=options, chat=chat, **budget, **decoding)
+    lambda model: [
+        RunTask(model=model.name, prompt=text, policy=policy, options=options, chat=chat, **budget, **decoding)
         for policy, options in runs
     ],
 )

@@ -32,7 +32,7 @@ with st.sidebar:
 text, chat = document_input()
 done = run_controls(
     PAGE, "Run",
-    lambda lm: [RunTask(model=lm.name, prompt=text, policy=policy, options=options, chat=chat, **budget, **decoding,
+    lambda model: [RunTask(model=model.name, prompt=text, policy=policy, options=options, chat=chat, **budget, **decoding,
                      record="all" if record_all else "policy")],
 )
 if done is not None and done.results[0] is not None:

@@ -30,10 +30,10 @@ with st.sidebar:
 text, chat = document_input()
 done = run_controls(
     PAGE, "Prefill and score",
-    lambda lm: [
-        RunTask(model=lm.name, prompt=text, policy=policy, options=options, chat=chat, max_new_tokens=1, record="all", **budget),
-        SurpriseTask(model=lm.name, prompt=text, chat=chat, variant=variant, score=score, min_gap=min_gap),
-        AttentionTask(model=lm.name, prompt=text, chat=chat, frozen=budget["frozen"]),
+    lambda model: [
+        RunTask(model=model.name, prompt=text, policy=policy, options=options, chat=chat, max_new_tokens=1, record="all", **budget),
+        SurpriseTask(model=model.name, prompt=text, chat=chat, variant=variant, score=score, min_gap=min_gap),
+        AttentionTask(model=model.name, prompt=text, chat=chat, frozen=budget["frozen"]),
     ],
 )
 if done is not None:

@@ -25,3 +25,13 @@ def tiny():
     from ccviz import load_model
 
     return load_model("tiny-random")
+
+
+@pytest.fixture(scope="session")
+def tiny_worker():
+    """The app's model worker process on the tiny model (the very one AppTest sessions share), once loaded."""
+    from ccviz.ui.model import shared_worker
+
+    worker = shared_worker("tiny-random", ())
+    assert worker.wait_ready(300).ready, worker.status().message
+    return worker

@@ -1,7 +1,8 @@
 """Every page of the Streamlit app through AppTest, with the tiny random model.
 
-A run happens in a background thread, so after clicking a button the test reruns the script until the
-page's job has ended (what the page's polling fragment does in a browser).
+A run happens in the model worker process, followed from a background thread, so after clicking a
+button the test reruns the script until the page's job has ended (what the page's polling fragment
+does in a browser). The worker is the tiny model's, shared by every test (``tiny_worker``).
 """
 
 import json
@@ -21,7 +22,7 @@ DOC = (
 
 
 @pytest.fixture
-def app(monkeypatch):
+def app(monkeypatch, tiny_worker):
     monkeypatch.setenv("CCVIZ_MODEL", "tiny-random")
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     at.run()

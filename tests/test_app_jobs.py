@@ -30,15 +30,15 @@ def _finish(job: Job) -> Job:
     return job
 
 
-def test_a_job_runs_in_the_background_and_its_result_is_cached(tiny):
+def test_a_job_runs_in_the_background_and_its_result_is_cached(tiny, tiny_worker):
     store = ResultStore()
     task = _task(tiny)
-    job = Job([task], tiny, store).start()
+    job = Job([task], tiny_worker, store).start()
     assert _finish(job).errors == [] and not job.cancelled
     trace = job.results[0]
     assert trace.status == "complete" and trace.cycles
     assert _content(trace) == _content(generate(tiny, STORY, **task.kwargs()))  # the same run as a direct call
-    again = Job([task], tiny, store).start()
+    again = Job([task], tiny_worker, store).start()
     assert not again.running and again.results[0] is trace  # instant: no thread, no recompute
 
 
@@ -51,10 +51,10 @@ def test_store_is_a_bounded_lru():
     assert store.get("b") is None and store.get("a") == 1 and store.get("c") == 3 and len(store) == 2
 
 
-def test_cancel_keeps_the_partial_trace_and_does_not_cache_it(tiny):
+def test_cancel_keeps_the_partial_trace_and_does_not_cache_it(tiny, tiny_worker):
     store = ResultStore()
     task = _task(tiny, prompt=STORY * 3, max_new_tokens=50)
-    job = Job([task, _task(tiny, policy="streaming_llm")], tiny, store).start()
+    job = Job([task, _task(tiny, policy="streaming_llm")], tiny_worker, store).start()
     deadline = time.monotonic() + 60
     while job.progress.refreshes < 3 and job.running and time.monotonic() < deadline:
         time.sleep(0.005)
@@ -66,17 +66,17 @@ def test_cancel_keeps_the_partial_trace_and_does_not_cache_it(tiny):
     assert store.get(task) is None
 
 
-def test_failures_become_messages_and_later_tasks_still_run(tiny):
+def test_failures_become_messages_and_later_tasks_still_run(tiny, tiny_worker):
     bad = _task(tiny, chunk_size=64)  # h > J: rejected by the engine
-    job = _finish(Job([bad, _task(tiny)], tiny, ResultStore()).start())
+    job = _finish(Job([bad, _task(tiny)], tiny_worker, ResultStore()).start())
     assert len(job.errors) == 1 and "must not exceed the cache size" in job.errors[0]
     assert job.results[0] is None and job.results[1].status == "complete"
 
 
-def test_two_sessions_at_once_do_not_interfere(tiny):
+def test_two_sessions_at_once_do_not_interfere(tiny, tiny_worker):
     a, b = _task(tiny, policy="sliding"), _task(tiny, policy="counter_causal_fast", cache_size=12, chunk_size=3)
     expected = [_content(generate(tiny, STORY, **t.kwargs())) for t in (a, b)]
-    jobs = [Job([t], tiny, ResultStore()) for t in (a, b)]
+    jobs = [Job([t], tiny_worker, ResultStore()) for t in (a, b)]
     starter = [threading.Thread(target=job.start) for job in jobs]
     for thread in starter:
         thread.start()
@@ -85,9 +85,9 @@ def test_two_sessions_at_once_do_not_interfere(tiny):
     assert [_content(_finish(job).results[0]) for job in jobs] == expected
 
 
-def test_whole_document_surprise_has_one_value_per_prompt_token(tiny):
-    run = _finish(Job([_task(tiny)], tiny, ResultStore()).start()).results[0]
-    surprise = _finish(Job([SurpriseTask(model=tiny.name, prompt=STORY, chat=True)], tiny, ResultStore()).start()).results[0]
+def test_whole_document_surprise_has_one_value_per_prompt_token(tiny, tiny_worker):
+    run = _finish(Job([_task(tiny)], tiny_worker, ResultStore()).start()).results[0]
+    surprise = _finish(Job([SurpriseTask(model=tiny.name, prompt=STORY, chat=True)], tiny_worker, ResultStore()).start()).results[0]
     assert len(surprise) == run.prompt_length and surprise[-1] == float("inf")
 
 

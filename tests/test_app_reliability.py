@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import re
+import signal
+import sys
 import threading
 import time
 
@@ -22,7 +25,7 @@ from test_app import DOC, ROOT, app, charts, set_document, settle  # noqa: F401 
 from test_reliability import _without_timings
 from test_trace_hostile import traces
 
-from ccviz import CcvizError, Trace, generate
+from ccviz import POLICIES, CcvizError, Trace, generate
 from ccviz.figures import (
     COLOURINGS,
     comparison_heatmaps,
@@ -37,7 +40,6 @@ from ccviz.figures import (
     signals,
     survival_html,
 )
-from ccviz.policies.sliding import Sliding
 from ccviz.ui.jobs import Job, ResultStore, RunTask
 from ccviz.ui.limits import ABANDON_ENV, MAX_UPLOAD_ENV, RESULT_CACHE_ENV, abandon_seconds, max_upload_bytes, result_cache_size
 from ccviz.ui.state import result_store
@@ -45,14 +47,6 @@ from ccviz.ui.uploads import decode_document, read_trace
 
 HOSTILE = "Tag test <script>window.pwned=1</script> and <img src=x onerror=alert(2)> with a bell \x07 and \x1b[31mred\x1b[0m. Done."
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256))
-
-
-def _weights(lm) -> list[torch.Tensor]:
-    return [t.detach().clone() for t in lm.model.state_dict().values()]
-
-
-def _intact(lm, before: list[torch.Tensor]) -> bool:
-    return all(torch.equal(a, b) for a, b in zip(before, lm.model.state_dict().values(), strict=True))
 
 
 def _small_run(at: AppTest, policy: str = "sliding", J: int = 16, h: int = 4, new: int = 8) -> AppTest:
@@ -307,7 +301,7 @@ SESSIONS = [
 ]
 
 
-def test_three_sessions_running_at_once_get_what_each_gets_alone(monkeypatch):
+def test_three_sessions_running_at_once_get_what_each_gets_alone(monkeypatch, tiny, tiny_worker):
     monkeypatch.setenv("CCVIZ_MODEL", "tiny-random")
     result_store.clear()  # nothing may come from an earlier test's cache: every run computes
     sessions = [AppTest.from_file(str(ROOT / "app.py"), default_timeout=120) for _ in SESSIONS]
@@ -331,14 +325,13 @@ def test_three_sessions_running_at_once_get_what_each_gets_alone(monkeypatch):
         thread.join(300)
     assert not failures, failures
     jobs = [at.session_state["done.run"] for at in sessions]
-    lm = jobs[0].lm
-    assert all(job.lm is lm for job in jobs)  # one shared model
+    assert all(job.worker is tiny_worker for job in jobs)  # one shared model worker
     for at, job, config in zip(sessions, jobs, SESSIONS):
         assert not at.exception and not at.error and charts(at)
         trace = job.results[0]
         assert trace.status == "complete" and trace.config["policy"] == config["policy"]
         task = job.tasks[0]
-        assert _without_timings(trace) == _without_timings(generate(lm, task.prompt, **task.kwargs()))
+        assert _without_timings(trace) == _without_timings(generate(tiny, task.prompt, **task.kwargs()))
 
 
 # ----- interruption ---------------------------------------------------------------------------------
@@ -361,37 +354,88 @@ def test_cancel_keeps_partial_refreshes_viewable_and_the_app_usable(app, monkeyp
     assert not app.exception and app.session_state["done.run"].results[0].status == "complete"
 
 
-def test_a_run_that_fails_part_way_reports_it_and_keeps_its_refreshes(app, monkeypatch):
-    set_document(app, DOC)
-    _small_run(app, J=16, h=4, new=20)
-    settle(app.button(key="btn.run").click().run())
-    before = app.session_state["done.run"].results[0]
-    lm = app.session_state["done.run"].lm
-    weights = _weights(lm)
+def test_a_run_that_fails_part_way_reports_it_and_keeps_its_refreshes(monkeypatch):
+    """The policy raises in the worker process (a plugin, since a monkeypatch here cannot reach it)."""
+    from ccviz.ui.model import app_worker
 
-    calls = {"n": 0}
-    original = Sliding.score_candidates
+    monkeypatch.setenv("CCVIZ_MODEL", "tiny-random")
+    monkeypatch.setenv("CCVIZ_PLUGINS", "failing_policy")
+    try:
+        app = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+        app.run()
+        assert app_worker().wait_ready(300).ready
+        set_document(app.run(), DOC)
+        _small_run(app, policy="breaks_at_refresh", J=16, h=4, new=20).run()
+        settle(app.button(key="btn.run").click().run())
+        before = app.session_state["done.run"].results[0]
+        assert before.status == "complete"
 
-    def breaks_at_third_refresh(self, model, state):
-        calls["n"] += 1
-        if calls["n"] == 3:
-            raise RuntimeError("injected failure")
-        return original(self, model, state)
+        result_store.clear()
+        app.number_input(key="run.policy.breaks_at_refresh.fail_at").set_value(3).run()
+        settle(app.button(key="btn.run").click().run())
+        failed = app.session_state["done.run"].results[0]
+        assert failed.status == "error" and len(failed.cycles) == 2 and "injected failure" in failed.error
+        assert Trace.from_json(failed.to_json()).cycles == failed.cycles  # its download loads back
+        errors = [e.value for e in app.error]
+        assert not app.exception and any("failed part-way" in e for e in errors)
+        assert charts(app) and app.slider(key="run.cycle").max == 1  # the two completed refreshes are viewable
 
-    result_store.clear()
-    monkeypatch.setattr(Sliding, "score_candidates", breaks_at_third_refresh)
-    settle(app.button(key="btn.run").click().run())
-    failed = app.session_state["done.run"].results[0]
-    assert failed.status == "error" and len(failed.cycles) == 2 and "injected failure" in failed.error
+        app.number_input(key="run.policy.breaks_at_refresh.fail_at").set_value(0).run()
+        result_store.clear()
+        settle(app.button(key="btn.run").click().run())
+        after = app.session_state["done.run"].results[0]
+        assert _without_timings(after) == _without_timings(before)  # the worker's model is intact
+    finally:  # the plugin's policy must not leak into later tests' registry, nor its worker keep running
+        POLICIES.pop("breaks_at_refresh", None)
+        sys.modules.pop("failing_policy", None)
+        app_worker().close()
+
+
+@pytest.mark.parametrize(
+    "model, plugins, reason",
+    [
+        ("/no/such/checkpoint", "", "/no/such/checkpoint"),
+        ("tiny-random", "no_such_module", "cannot load the plugin 'no_such_module' from CCVIZ_PLUGINS"),
+    ],
+)
+def test_a_model_that_cannot_load_is_one_line_on_the_page_and_nothing_runs(monkeypatch, model, plugins, reason):
+    from ccviz.ui.model import app_worker
+
+    monkeypatch.setenv("CCVIZ_MODEL", model)
+    monkeypatch.setenv("CCVIZ_PLUGINS", plugins)
+    app = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120).run()
+    try:
+        assert app_worker().wait_ready(300).state == "failed"
+        app.run()
+        status = [e.value for e in app.sidebar.error]
+        assert len(status) == 1 and status[0].startswith("The model could not be loaded: ") and reason in status[0], status
+        assert "\n" not in status[0] and app.button(key="btn.run").disabled and not app.exception
+    finally:
+        app_worker().close()
+
+
+def test_a_killed_worker_is_reported_restarted_and_the_next_run_works(app, monkeypatch, tiny_worker):
+    """Killed mid-run (out of memory looks the same): the page says so, the refreshes streamed so far
+    stay viewable and loadable, the worker restarts by itself and the next run completes."""
+    monkeypatch.setenv("CCVIZ_MAX_TOKENS", "9000")
+    set_document(app.run(), DOC)
+    _small_run(app, J=16, h=4, new=8000).button(key="btn.run").click().run()
+    job = app.session_state["job.run"]
+    _wait_for(lambda: job.progress.refreshes >= 5 or not job.running)
+    assert job.running, "the run ended before the worker could be killed"
+    os.kill(tiny_worker.pid, signal.SIGKILL)
+    settle(app)
+    trace = app.session_state["done.run"].results[0]
+    assert trace.status == "error" and len(trace.cycles) >= 5 and "killed by SIGKILL" in trace.error
+    loaded = Trace.from_json(trace.to_json())
+    assert loaded.cycles == trace.cycles and len(loaded.tokens) >= loaded.cycles[-1].step
     errors = [e.value for e in app.error]
-    assert not app.exception and any("failed part-way" in e for e in errors)
-    assert charts(app) and app.slider(key="run.cycle").max == 1  # the two completed refreshes are viewable
-
-    monkeypatch.setattr(Sliding, "score_candidates", original)
-    result_store.clear()
-    settle(app.button(key="btn.run").click().run())
-    after = app.session_state["done.run"].results[0]
-    assert _intact(lm, weights) and _without_timings(after) == _without_timings(before)  # the shared model is intact
+    assert not app.exception and any("the model worker stopped during this run (killed by SIGKILL" in e for e in errors), errors
+    assert charts(app) and app.slider(key="run.cycle").max == len(trace.cycles) - 1
+    assert tiny_worker.status().state in ("restarting", "ready") and tiny_worker.restarts >= 1
+    assert tiny_worker.wait_ready(300).ready
+    settle(_small_run(app.run(), J=16, h=4, new=8).button(key="btn.run").click().run())
+    assert not app.exception and app.session_state["done.run"].results[0].status == "complete"
 
 
 # ----- a closed tab (the job watchdog) ---------------------------------------------------------------
@@ -401,30 +445,30 @@ def _long_task(tiny, max_new_tokens: int = 3000) -> RunTask:
     return RunTask(model=tiny.name, prompt=DOC, policy="sliding", cache_size=16, chunk_size=4, max_new_tokens=max_new_tokens)
 
 
-def test_a_run_whose_session_is_gone_stops_and_frees_the_model(tiny):
+def test_a_run_whose_session_is_gone_stops_and_frees_the_model(tiny, tiny_worker):
     connected = threading.Event()
     connected.set()
-    orphan = Job([_long_task(tiny)], tiny, ResultStore(), owner_connected=connected.is_set, abandon_after=0.3).start()
+    orphan = Job([_long_task(tiny)], tiny_worker, ResultStore(), owner_connected=connected.is_set, abandon_after=0.3).start()
     _wait_for(lambda: orphan.progress.refreshes >= 3)
     connected.clear()  # the tab is closed
-    queued = Job([_long_task(tiny, max_new_tokens=8)], tiny, ResultStore()).start()
+    queued = Job([_long_task(tiny, max_new_tokens=8)], tiny_worker, ResultStore()).start()
     assert orphan.wait(30) and queued.wait(30)
     assert orphan.abandoned and orphan.results[0].status == "cancelled" and len(orphan.results[0].cycles) < 700
     assert queued.results[0].status == "complete" and not queued.errors
 
 
-def test_a_short_disconnection_does_not_stop_a_run(tiny):
+def test_a_short_disconnection_does_not_stop_a_run(tiny, tiny_worker):
     blips = iter([True] * 5 + [False] * 5 + [True] * 10**6)  # gone for 5 polls, then back
-    job = Job([_long_task(tiny, max_new_tokens=200)], tiny, ResultStore(), owner_connected=lambda: next(blips), abandon_after=30).start()
+    job = Job([_long_task(tiny, max_new_tokens=200)], tiny_worker, ResultStore(), owner_connected=lambda: next(blips), abandon_after=30).start()
     assert job.wait(60) and not job.abandoned and job.results[0].status == "complete"
 
 
-def test_a_queued_run_of_a_vanished_session_leaves_the_queue(tiny):
-    first = Job([_long_task(tiny)], tiny, ResultStore()).start()
+def test_a_queued_run_of_a_vanished_session_leaves_the_queue(tiny, tiny_worker):
+    first = Job([_long_task(tiny)], tiny_worker, ResultStore()).start()
     _wait_for(lambda: first.progress.refreshes >= 1)
     connected = threading.Event()
     connected.set()
-    gone = Job([_long_task(tiny, max_new_tokens=8)], tiny, ResultStore(), owner_connected=connected.is_set, abandon_after=0).start()
+    gone = Job([_long_task(tiny, max_new_tokens=8)], tiny_worker, ResultStore(), owner_connected=connected.is_set, abandon_after=0).start()
     _wait_for(lambda: gone.progress.waiting)
     connected.clear()
     assert gone.wait(10) and gone.abandoned and gone.results == [None]  # left while still waiting its turn

@@ -2,7 +2,8 @@
 
 Pastes a sample document, runs counter_causal_fast on the Run page and counter_causal_fast against
 sliding on the Compare page, and checks each heatmap rendered (with a working hover) and no exception
-box appeared. Screenshots go to test-artifacts/ for a human to look at.
+box appeared. Three sessions then paste different documents and click Run together: each gets its own
+result from the one model worker. Screenshots go to test-artifacts/ for a human to look at.
 
 A second server on the tiny random model checks what AppTest cannot: a deep link as the server's first
 request, Streamlit's own range message, a real file upload, markup in a document staying inert, and a
@@ -11,22 +12,24 @@ tab closed mid-run.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-ARTIFACTS = ROOT / "test-artifacts"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--no-first-run"]
-RUN_TIMEOUT_MS = 150_000
+from browser_support import (
+    ARTIFACTS,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    ROOT,
+    RUN_TIMEOUT_MS,
+    SESSION_DOCUMENTS,
+    idle,
+    metric,
+    model_ready,
+    open_page,
+    serve_app,
+)
 
 pytestmark = [
     pytest.mark.browser,
@@ -34,55 +37,10 @@ pytestmark = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextlib.contextmanager
-def _serve(env: dict[str, str], log_name: str):
-    """`streamlit run app.py` on a free port with ``env``; yields its URL once healthy."""
-    ARTIFACTS.mkdir(exist_ok=True)
-    port = _free_port()
-    log = open(ARTIFACTS / log_name, "w")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
-                    break
-            except OSError:
-                pass
-            if server.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"streamlit did not start: see {ARTIFACTS / log_name}")
-            time.sleep(0.3)
-        yield url
-    finally:
-        server.terminate()
-        try:
-            server.wait(10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        log.close()
-
-
 @pytest.fixture(scope="module")
 def app_url():
-    with _serve({k: v for k, v in os.environ.items() if k != "CCVIZ_MODEL"}, "streamlit.log") as url:  # the real SmolLM2
+    with serve_app({k: v for k, v in os.environ.items() if k != "CCVIZ_MODEL"}, "streamlit.log") as url:  # the real SmolLM2
         yield url
-
-
-def _idle(page) -> None:
-    """Wait until the app's script has finished reacting to the last interaction."""
-    page.wait_for_timeout(500)  # let the rerun start first
-    page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=RUN_TIMEOUT_MS)
 
 
 def _no_exception(page) -> None:
@@ -94,7 +52,7 @@ def _set_number(page, label: str, value: int) -> None:
     field = page.get_by_role("spinbutton", name=label)
     field.fill(str(value))
     field.press("Enter")
-    _idle(page)
+    idle(page)
 
 
 def _wait_for_log(log: Path, text: str, timeout: float = 60.0) -> None:
@@ -125,19 +83,20 @@ def test_paste_run_and_compare(app_url):
         try:
             page.goto(app_url)
             page.wait_for_selector("[data-testid='stApp']")
-            _idle(page)
+            idle(page)
+            model_ready(page)
 
             # Run & retention: paste the document, counter_causal_fast is the default policy.
             box = page.get_by_role("textbox", name="Document or prompt")
             box.fill(document)
             box.press("Control+Enter")
-            _idle(page)
+            idle(page)
             _set_number(page, "Cache size J", 64)
             _set_number(page, "Max new tokens", 16)
             assert POLICIES["counter_causal_fast"].summary in page.locator("[data-testid='stSidebar']").inner_text()
             page.get_by_role("button", name="Run", exact=True).click()
             page.wait_for_selector(".js-plotly-plot", timeout=RUN_TIMEOUT_MS)
-            _idle(page)
+            idle(page)
             _no_exception(page)
             hover = _hover_heatmap(page)
             assert "refresh" in hover and "t = " in hover and "score" in hover, hover
@@ -146,7 +105,7 @@ def test_paste_run_and_compare(app_url):
             # Compare: A = sliding, B = counter_causal_fast by default; the document carries over.
             page.get_by_role("link", name="Compare").click()
             page.wait_for_selector("text=Compare policies")
-            _idle(page)
+            idle(page)
             assert page.get_by_role("textbox", name="Document or prompt").input_value() == document
             sidebar = page.locator("[data-testid='stSidebar']").inner_text()
             assert POLICIES["sliding"].summary in sidebar and POLICIES["counter_causal_fast"].summary in sidebar
@@ -154,12 +113,60 @@ def test_paste_run_and_compare(app_url):
             _set_number(page, "Max new tokens", 16)
             page.get_by_role("button", name="Run all").click()
             page.wait_for_selector("text=Kept-set overlap", timeout=RUN_TIMEOUT_MS)
-            _idle(page)
+            idle(page)
             _no_exception(page)
             assert page.locator(".js-plotly-plot").count() >= 2  # the side-by-side heatmaps and the overlap matrix
             page.screenshot(path=str(ARTIFACTS / "compare_page.png"))
         except Exception:
             page.screenshot(path=str(ARTIFACTS / "failure.png"))
+            raise
+        finally:
+            browser.close()
+
+
+def test_three_sessions_clicking_run_together_each_get_their_own_result(app_url, smollm):
+    """Three tabs of one server, three documents, three clicks at once: the runs queue on the one model
+    worker and each page ends with its own document's token count and text. Click-to-result times go to
+    test-artifacts/sessions.json (the targets are measured by bench/app_sessions.py, not asserted here)."""
+    import json
+
+    from playwright.sync_api import sync_playwright
+
+    from ccviz.prompts import encode_prompt
+
+    expected = [len(encode_prompt(smollm.tokenizer, doc, chat=True).ids) for doc in SESSION_DOCUMENTS]
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        pages = [open_page(browser, app_url) for _ in SESSION_DOCUMENTS]
+        try:
+            for page, doc in zip(pages, SESSION_DOCUMENTS):
+                model_ready(page)
+                box = page.get_by_role("textbox", name="Document or prompt")
+                box.fill(doc)
+                box.press("Control+Enter")
+                idle(page)
+            started = []
+            for page in pages:
+                page.get_by_role("button", name="Run", exact=True).click()
+                started.append(time.monotonic())
+            finished = []
+            for page in pages:
+                page.wait_for_selector("[data-testid='stMetric'] >> text=Prompt tokens", timeout=RUN_TIMEOUT_MS)
+                finished.append(time.monotonic())
+            for i, (page, doc, n_prompt) in enumerate(zip(pages, SESSION_DOCUMENTS, expected)):
+                idle(page)
+                _no_exception(page)
+                assert metric(page, "Prompt tokens") == str(n_prompt)
+                question = doc.split("\n")[0]
+                assert question in page.locator("[data-testid='stHtml']").first.inner_text()  # its own text, as pasted
+                assert page.locator(".js-plotly-plot").count() >= 1
+                page.screenshot(path=str(ARTIFACTS / f"session_{i}.png"))
+            seconds = [round(end - start, 2) for start, end in zip(started, finished)]
+            (ARTIFACTS / "sessions.json").write_text(json.dumps({"prompt_tokens": expected, "click_to_result_s": seconds}))
+        except Exception:
+            for i, page in enumerate(pages):
+                if not page.is_closed():
+                    page.screenshot(path=str(ARTIFACTS / f"session_{i}-failure.png"))
             raise
         finally:
             browser.close()
@@ -172,16 +179,8 @@ HOSTILE = 'Notes <img src=x onerror="window.__pwned=1"> and <script>window.__pwn
 def tiny_app_url():
     """The app on the tiny random model, stopping a closed tab's run after 1 s (for the reliability test)."""
     env = {**os.environ, "CCVIZ_MODEL": "tiny-random", "CCVIZ_ABANDON_SECONDS": "1", "CCVIZ_MAX_TOKENS": "9000"}
-    with _serve(env, "streamlit-tiny.log") as url:
+    with serve_app(env, "streamlit-tiny.log") as url:
         yield url
-
-
-def _open(browser, url: str):
-    page = browser.new_page(viewport={"width": 1400, "height": 1800})
-    page.goto(url)
-    page.wait_for_selector("[data-testid='stApp']")
-    _idle(page)
-    return page
 
 
 def test_a_deep_link_as_a_fresh_servers_first_request_gets_the_whole_app(tiny_app_url):
@@ -193,7 +192,7 @@ def test_a_deep_link_as_a_fresh_servers_first_request_gets_the_whole_app(tiny_ap
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
-            page = _open(browser, f"{tiny_app_url}/benchmarks")
+            page = open_page(browser, f"{tiny_app_url}/benchmarks")
             page.wait_for_selector("h1:has-text('Benchmarks')")
             menu = page.locator("[data-testid='stSidebarNav']").inner_text()
             assert "Run & retention" in menu and "Traces" in menu, menu  # app.py's menu, not file names
@@ -208,7 +207,7 @@ def test_bad_input_markup_and_a_closed_tab(tiny_app_url):
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = _open(browser, tiny_app_url)
+        page = open_page(browser, tiny_app_url)
         try:
             _set_number(page, "Cache size J", -3)
             assert "allowed range" in page.locator("[data-testid='stSidebar']").inner_text()
@@ -220,27 +219,27 @@ def test_bad_input_markup_and_a_closed_tab(tiny_app_url):
             page.locator("input[type='file']").set_input_files(
                 files=[{"name": "photo.txt", "mimeType": "text/plain", "buffer": b"\x89PNG\r\n\x1a\n\xff\xfe"}]
             )
-            _idle(page)
+            idle(page)
             assert "photo.txt is not UTF-8 text" in page.locator("[data-testid='stAlert']").first.inner_text()
             assert box.input_value() == before  # the user's text is kept
 
             box.fill(HOSTILE)
             box.press("Control+Enter")
-            _idle(page)
+            idle(page)
             page.get_by_role("button", name="Run", exact=True).click()
             page.wait_for_selector(".js-plotly-plot", timeout=RUN_TIMEOUT_MS)
-            _idle(page)
+            idle(page)
             _no_exception(page)
             assert page.evaluate("window.__pwned") is None  # nothing in the document ran
             assert "<script>window.__pwned=2</script>" in page.locator("[data-testid='stHtml']").first.inner_text()
 
             page.get_by_role("link", name="Traces").click()
             page.wait_for_selector("text=Open trace files")
-            _idle(page)
+            idle(page)
             page.locator("input[type='file']").set_input_files(
                 files=[{"name": "random.json", "mimeType": "application/json", "buffer": bytes(range(256))}]
             )
-            _idle(page)
+            idle(page)
             assert "random.json: not a ccviz trace" in page.locator("[data-testid='stAlert']").first.inner_text()
             assert page.locator(".js-plotly-plot").count() == 0
             _no_exception(page)
@@ -248,7 +247,7 @@ def test_bad_input_markup_and_a_closed_tab(tiny_app_url):
             # A tab closed mid-run: its run is stopped, so another tab's run does not wait for it.
             page.get_by_role("link", name="Run & retention").click()
             page.wait_for_selector("text=Run & retention")
-            _idle(page)
+            idle(page)
             # J = 4096 refreshed every 2 tokens: a run of a minute or more on any machine, so it is still
             # running when the tab goes (8,000 tokens at J = 16 can finish before the disconnection is seen).
             _set_number(page, "Cache size J", 4096)
@@ -260,7 +259,7 @@ def test_bad_input_markup_and_a_closed_tab(tiny_app_url):
             page.wait_for_selector(r"text=/\d+\/\d+ tokens · \d+ refreshes/", timeout=RUN_TIMEOUT_MS)
             page.close()
             _wait_for_log(ARTIFACTS / "streamlit-tiny.log", "stopping a run whose browser session has been gone")
-            page = _open(browser, tiny_app_url)
+            page = open_page(browser, tiny_app_url)
             _set_number(page, "Cache size J", 16)
             _set_number(page, "Max new tokens", 8)
             page.get_by_role("button", name="Run", exact=True).click()

@@ -1,10 +1,12 @@
-"""Background runs for the app: a job per user action, a thread per job, results cached by config.
+"""Background runs for the app: a job per user action, results cached by config.
 
 Streamlit reruns a page on every widget interaction and aborts whatever the script was doing, so
-model work never runs in the script: a :class:`Job` runs its tasks one after another in its own
-thread and writes progress and results into itself as they arrive, while the page (which keeps the
+model work never runs in the script: a :class:`Job` hands its tasks one after another to the model
+worker process (:class:`ccviz.worker.ModelWorker`) from a thread of its own, which only waits on a
+pipe, and writes progress and results into itself as they arrive, while the page (which keeps the
 job in ``st.session_state``) only reads it. Finished results go into a process-wide, bounded
 :class:`ResultStore` keyed by the task's full configuration, so re-opening a run is instant.
+The tasks are plain picklable dataclasses: they cross to the worker and run there.
 No Streamlit import here: this is plain Python, tested without the app.
 """
 
@@ -17,27 +19,28 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
-from ..engine import GenerationFailed, ProgressCallback, generate, prepare_run
+from ..engine import GenerationFailed, ProgressCallback, RefreshCallback, generate, prepare_run
 from ..errors import CcvizError
 from ..models import LoadedModel
 from ..signals import document_attention, document_surprise
 from ..trace import Trace
+from ..worker import ModelWorker, WorkerDied
 from .limits import DEFAULT_ABANDON_SECONDS, DEFAULT_RESULT_CACHE, MAX_TOKENS_ENV
 
 log = logging.getLogger(__name__)
-# One task computes at a time in this process. Torch already spreads one forward pass over every core;
-# two runs at once (two browser sessions) would oversubscribe them, which on 2 cores makes small
-# forward passes up to 100x slower. Queued runs wait their turn instead, and can be cancelled meanwhile.
-_COMPUTE = threading.Lock()
 
 
 class Task(Protocol):
-    """One unit of model work; a frozen dataclass, so it is its own cache key."""
+    """One unit of model work; a frozen dataclass, so it is its own cache key, and picklable, so it runs
+    in the worker. One task computes at a time: torch already spreads one forward pass over every core,
+    and two runs at once would oversubscribe them (on 2 cores, small forward passes get up to 100x slower)."""
 
     @property
     def label(self) -> str: ...
 
-    def execute(self, lm: LoadedModel, progress: ProgressCallback, should_stop: Callable[[], bool]) -> Any: ...
+    def execute(
+        self, lm: LoadedModel, progress: ProgressCallback, should_stop: Callable[[], bool], on_refresh: RefreshCallback | None = None,
+    ) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -86,8 +89,10 @@ class RunTask:
             )
         return n_prompt
 
-    def execute(self, lm: LoadedModel, progress: ProgressCallback, should_stop: Callable[[], bool]) -> Trace:
-        return generate(lm, self.prompt, **self.kwargs(), progress=progress, should_stop=should_stop)
+    def execute(
+        self, lm: LoadedModel, progress: ProgressCallback, should_stop: Callable[[], bool], on_refresh: RefreshCallback | None = None,
+    ) -> Trace:
+        return generate(lm, self.prompt, **self.kwargs(), progress=progress, should_stop=should_stop, on_refresh=on_refresh)
 
 
 @dataclass(frozen=True)
@@ -105,7 +110,9 @@ class SurpriseTask:
     def label(self) -> str:
         return f"surprise ({self.variant}, {self.score}, min_gap={self.min_gap})"
 
-    def execute(self, lm: LoadedModel, progress: ProgressCallback, should_stop: Callable[[], bool]) -> list[float]:
+    def execute(
+        self, lm: LoadedModel, progress: ProgressCallback, should_stop: Callable[[], bool], on_refresh: RefreshCallback | None = None,
+    ) -> list[float]:
         return document_surprise(lm, self.prompt, chat=self.chat, variant=self.variant, score=self.score, min_gap=self.min_gap)
 
 
@@ -122,8 +129,12 @@ class AttentionTask:
     def label(self) -> str:
         return "attention over the whole document"
 
-    def execute(self, lm: LoadedModel, progress: ProgressCallback, should_stop: Callable[[], bool]) -> Trace:
-        return document_attention(lm, self.prompt, chat=self.chat, frozen=self.frozen, progress=progress, should_stop=should_stop)
+    def execute(
+        self, lm: LoadedModel, progress: ProgressCallback, should_stop: Callable[[], bool], on_refresh: RefreshCallback | None = None,
+    ) -> Trace:
+        return document_attention(
+            lm, self.prompt, chat=self.chat, frozen=self.frozen, progress=progress, should_stop=should_stop, on_refresh=on_refresh,
+        )
 
 
 class ResultStore:
@@ -155,7 +166,7 @@ class ResultStore:
 @dataclass
 class Progress:
     task: int = 0  # index of the task running
-    waiting: bool = False  # queued behind another session's run
+    waiting: str = ""  # what the task waits for: "another run" (queued behind one), "the model" (loading); "" = running
     refreshes: int = 0
     processed: int = 0
     total: int = 0
@@ -163,7 +174,7 @@ class Progress:
 
 @dataclass
 class Job:
-    """Tasks run one after another in a background thread; results arrive here as they finish.
+    """Tasks run one after another in the model worker, followed from a thread; results arrive here as they finish.
 
     ``results[i]`` is task i's result (a partial trace if it was cancelled or failed part-way; None
     if it produced nothing); ``errors`` holds one line per failed task. A cancelled job stops after the
@@ -176,7 +187,7 @@ class Job:
     """
 
     tasks: list[Any]
-    lm: LoadedModel
+    worker: ModelWorker
     store: ResultStore
     owner_connected: Callable[[], bool] | None = None
     abandon_after: float = DEFAULT_ABANDON_SECONDS
@@ -220,10 +231,13 @@ class Job:
         return not self.running
 
     def _report(self, refreshes: int, processed: int, total: int) -> None:
-        self.progress = Progress(self.progress.task, False, refreshes, processed, total)
+        self.progress = Progress(self.progress.task, "", refreshes, processed, total)
+
+    def _waiting(self, reason: str) -> None:
+        self.progress = Progress(self.progress.task, reason)
 
     def _should_stop(self) -> bool:
-        """Cancelled, or abandoned by its session; polled by the worker between forward passes."""
+        """Cancelled, or abandoned by its session; polled while the task waits and after every forward pass."""
         if self._stop.is_set():
             return True
         if self.owner_connected is None or self.owner_connected():
@@ -238,15 +252,6 @@ class Job:
         log.warning("ccviz: stopping a run whose browser session has been gone for %.0f s", now - self._gone_since)
         return True
 
-    def _wait_turn(self) -> bool:
-        """Take the compute lock, polling for a cancel meanwhile; False if cancelled first."""
-        while not _COMPUTE.acquire(timeout=0.2):
-            self.progress = Progress(self.progress.task, waiting=True)
-            if self._should_stop():
-                return False
-        self.progress = Progress(self.progress.task)
-        return True
-
     def _work(self) -> None:
         for i, task in enumerate(self.tasks):
             if self._should_stop():
@@ -257,14 +262,21 @@ class Job:
             if cached is not None:
                 self.results[i] = cached
                 continue
-            if not self._wait_turn():
-                self.cancelled = True
-                break
             try:
-                result = task.execute(self.lm, self._report, self._should_stop)
+                with self.worker.turn(self._should_stop, self._waiting) as ours:
+                    if not ours:
+                        self.cancelled = True
+                        break
+                    self.progress = Progress(task=i)
+                    result = self.worker.execute(task, self._report, self._should_stop)
             except GenerationFailed as err:
                 self.results[i] = err.trace
                 self.errors.append(f"{task.label}: failed part-way ({err}); the completed refreshes are kept")
+                continue
+            except WorkerDied as err:
+                self.results[i] = err.trace
+                kept = f"; its {len(err.trace.cycles)} completed refreshes are kept" if err.trace is not None else ""
+                self.errors.append(f"{task.label}: {err}{kept}")
                 continue
             except CcvizError as err:
                 self.errors.append(f"{task.label}: {err}")
@@ -272,8 +284,6 @@ class Job:
             except Exception as err:  # never let a thread die silently: the page shows the message
                 self.errors.append(f"{task.label}: unexpected {type(err).__name__}: {err}")
                 continue
-            finally:
-                _COMPUTE.release()
             self.results[i] = result
             if isinstance(result, Trace) and result.status == "cancelled":
                 self.cancelled = True

@@ -17,11 +17,11 @@ from streamlit.runtime import Runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from ..errors import CcvizError
-from ..models import LoadedModel
 from ..trace import Trace
+from ..worker import ModelInfo
 from .jobs import Job, ResultStore, RunTask
 from .limits import abandon_seconds, max_tokens, result_cache_size
-from .model import app_model
+from .model import app_worker
 
 HISTORY_SIZE = 24
 POLL_SECONDS = 0.5
@@ -51,7 +51,7 @@ def start_job(page: str, tasks: list) -> Job:
     The job stops by itself if the session's tab is closed (:attr:`Job.owner_connected`).
     """
     job = Job(
-        tasks=tasks, lm=app_model(), store=result_store(), owner_connected=session_connected(), abandon_after=abandon_seconds(),
+        tasks=tasks, worker=app_worker(), store=result_store(), owner_connected=session_connected(), abandon_after=abandon_seconds(),
     ).start()
     st.session_state[f"job.{page}"] = job
     return job
@@ -101,7 +101,9 @@ def follow(job: Job, page: str) -> None:
         p = job.progress
         task = job.tasks[min(p.task, len(job.tasks) - 1)]
         which = f"run {p.task + 1} of {len(job.tasks)} · " if len(job.tasks) > 1 else ""
-        if p.waiting:
+        if p.waiting == "the model":
+            st.progress(0.0, text=f"{which}{task.label}: waiting for the model worker to be ready…")
+        elif p.waiting:
             st.progress(0.0, text=f"{which}{task.label}: waiting for another session's run to finish…")
         elif p.total:
             text = f"{which}{task.label}: {p.processed}/{p.total} tokens · {p.refreshes} refreshes"
@@ -126,22 +128,27 @@ def show_job_messages(job: Job) -> None:
         st.warning(f"Cancelled: not computed: {', '.join(skipped)}. Everything finished before the cancel is kept.")
 
 
-def run_controls(page: str, label: str, make_tasks: Callable[[LoadedModel], list]) -> Job | None:
+def run_controls(page: str, label: str, make_tasks: Callable[[ModelInfo], list]) -> Job | None:
     """The page's run button, progress and messages; returns the page's last finished job.
 
-    ``make_tasks(lm)`` builds the tasks; every :class:`RunTask` is validated (model and app token
-    limits included) before anything starts, and a problem is shown as one message with nothing run.
-    The button is disabled while the page's job runs.
+    ``make_tasks(model)`` builds the tasks; every :class:`RunTask` is validated by the model worker
+    (model and app token limits included) before anything starts, and a problem is shown as one
+    message with nothing run. The button is disabled while the page's job runs or the model loads.
     """
     job = running_job(page)
-    if st.button(label, type="primary", disabled=job is not None, key=f"btn.{page}", icon=":material/play_arrow:"):
+    worker = app_worker()
+    status = worker.status()
+    waiting = None if status.ready else "The model is not ready yet: see the line at the top of the sidebar."
+    if st.button(label, type="primary", disabled=job is not None or not status.ready, key=f"btn.{page}",
+                 icon=":material/play_arrow:", help=waiting):
         try:
-            lm = app_model()
-            tasks = make_tasks(lm)
+            if not status.ready:
+                raise CcvizError(status.message)
+            tasks = make_tasks(status.model)
             limit = max_tokens()
             for task in tasks:
                 if isinstance(task, RunTask):
-                    task.check(lm, limit)
+                    worker.check(task, limit)
             start_job(page, tasks)
             job = running_job(page)
         except CcvizError as err:

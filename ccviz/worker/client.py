@@ -1,0 +1,253 @@
+"""The server's side of the model worker: start it, queue runs in order of arrival, follow and restart.
+
+A :class:`ModelWorker` owns one worker process. Callers (the app's job threads) take a turn with
+:meth:`ModelWorker.turn`, which queues them first come, first served and waits until the model is
+loaded, then :meth:`ModelWorker.execute` sends the task and pumps its events into the caller's
+callbacks. Everything here blocks on pipes, not on Python work, so a waiting server thread costs the
+worker nothing. If the process dies, the caller gets :class:`WorkerDied` with the partial trace
+streamed so far, and a new process is started at once.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import logging
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections import deque
+from multiprocessing.connection import Connection
+from typing import Any, Callable, Iterator
+
+from ..engine import GenerationFailed, ProgressCallback
+from ..errors import CcvizError
+from ..models.loading import DEFAULT_MODEL
+from ..trace import Trace
+from . import protocol as msg
+from .protocol import ModelInfo, WorkerStatus, describe_exit
+
+log = logging.getLogger(__name__)
+POLL_SECONDS = 0.2  # how often a waiting caller looks at its stop flag and at the process
+CHECK_SECONDS = 60.0  # a validation answer takes milliseconds; this only bounds a wedged worker
+WaitCallback = Callable[[str], None]
+"""Called as ``on_wait(reason)`` while a caller waits: "another run" or "the model"."""
+
+
+class WorkerDied(RuntimeError):
+    """The worker process ended mid-task; ``trace`` is the partial trace streamed before (or None)."""
+
+    def __init__(self, message: str, trace: Trace | None):
+        super().__init__(message)
+        self.trace = trace
+
+
+class ModelWorker:
+    """One model in its own process, shared by every session of the server; runs queue in order of arrival.
+
+    The process is ``python -m ccviz.worker`` with this interpreter and import path; it ends with the
+    server (at exit here, or by itself when its pipes close).
+    """
+
+    def __init__(self, model: str | None = None, plugins: tuple[str, ...] = ()):
+        self.model, self.plugins = model, plugins
+        self.restarts = 0
+        self._death = ""  # the last death, in words
+        self._lock = threading.Lock()  # guards the process, its pipes and the status
+        self._check_lock = threading.Lock()  # one validation at a time on the checks pipe
+        self._queue: deque[object] = deque()
+        self._turns = threading.Condition()
+        self._ready = threading.Event()  # the model is loaded
+        self._settled = threading.Event()  # loaded, or failed to load
+        self._generation = 0
+        self._spawn(WorkerStatus("loading", f"Loading {model or DEFAULT_MODEL} in the model worker…"))
+        atexit.register(self.close)
+
+    # ----- process life ----------------------------------------------------------------------
+    def _spawn(self, status: WorkerStatus) -> None:
+        """Start a process and a thread that waits for its ready message (called with the lock held or at init)."""
+        pairs = [socket.socketpair() for _ in range(3)]  # jobs, checks, stop
+        fds = [child.fileno() for _, child in pairs]
+        command = [sys.executable, "-m", "ccviz.worker", "--fds", ",".join(map(str, fds)), "--plugins", ",".join(self.plugins)]
+        if self.model:
+            command += ["--model", self.model]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(path for path in sys.path if path)}  # this process's imports
+        process = subprocess.Popen(command, pass_fds=fds, env=env, stdin=subprocess.DEVNULL)
+        jobs, checks, stop = (Connection(ours.detach()) for ours, _ in pairs)
+        for _, child in pairs:
+            child.close()  # only the worker holds these now: its death closes the pipes (EOF here)
+        self._generation += 1
+        self._process, self._jobs, self._checks, self._stop = process, jobs, checks, stop
+        self._status = status
+        self._ready.clear()
+        self._settled.clear()
+        threading.Thread(
+            target=self._await_ready, args=(self._generation, process, jobs), name="ccviz-worker-start", daemon=True,
+        ).start()
+
+    def _await_ready(self, generation: int, process, jobs) -> None:
+        try:
+            kind, payload = jobs.recv()
+        except (EOFError, OSError):
+            kind, payload = msg.LOAD_FAILED, f"the model worker stopped while loading ({describe_exit(self._exit_code(process))})"
+        with self._lock:
+            if generation != self._generation:
+                return
+            if kind == msg.READY:
+                self._status = WorkerStatus("ready", f"Model: {payload.name} · ready", payload)
+                self._ready.set()
+                log.info("ccviz: model worker ready (pid %s, %s)", process.pid, payload.name)
+            else:
+                self._status = WorkerStatus("failed", f"The model could not be loaded: {payload}")
+                log.error("ccviz: %s", self._status.message)
+            self._settled.set()
+        with self._turns:
+            self._turns.notify_all()
+
+    @staticmethod
+    def _exit_code(process: subprocess.Popen) -> int | None:
+        try:
+            return process.wait(5)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def _restart(self, generation: int) -> str:
+        """Replace a dead process (once per death, whoever notices first); return what happened, in words."""
+        with self._lock:
+            if generation == self._generation:
+                how = describe_exit(self._exit_code(self._process))
+                log.error("ccviz: the model worker (pid %s) stopped: %s; restarting it", self._process.pid, how)
+                self.restarts += 1
+                self._spawn(WorkerStatus("restarting", f"The model worker stopped ({how}) and is restarting…"))
+                self._death = how
+            return self._death
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid
+
+    def status(self) -> WorkerStatus:
+        """The worker's state now; a process found dead while idle is restarted here."""
+        with self._lock:
+            generation, alive, status = self._generation, self._process.poll() is None, self._status
+        if status.ready and not alive:
+            self._restart(generation)
+            return self._status
+        return status
+
+    def wait_ready(self, timeout: float | None = None) -> WorkerStatus:
+        """Block until the model is loaded or has failed to load (tests and scripts); the status either way."""
+        self._settled.wait(timeout)
+        return self.status()
+
+    def close(self) -> None:
+        """Stop the process (at exit, and for scripts and tests)."""
+        with self._lock:
+            self._generation += 1
+            self._status = WorkerStatus("failed", "The model worker was closed.")
+            self._process.terminate()
+            if self._exit_code(self._process) is None:
+                self._process.kill()
+                self._process.wait()
+
+    # ----- validation ------------------------------------------------------------------------
+    def check(self, task: Any, limit: int) -> Any:
+        """``task.check(lm, limit)`` in the worker, answered even while a run holds the model."""
+        status = self.status()
+        if not status.ready:
+            raise CcvizError(status.message)
+        with self._check_lock:
+            checks = self._checks
+            try:
+                while checks.poll():  # an answer that came after its caller gave up
+                    checks.recv()
+                checks.send((task, limit))
+                if not checks.poll(CHECK_SECONDS):
+                    raise CcvizError("the model worker did not answer: try again in a moment")
+                kind, value = checks.recv()
+            except (EOFError, OSError):
+                raise CcvizError("the model worker stopped while checking this run; it is restarting: try again in a moment") from None
+        if kind == "error":
+            raise CcvizError(value)
+        return value
+
+    # ----- runs ------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def turn(self, should_stop: Callable[[], bool], on_wait: WaitCallback) -> Iterator[bool]:
+        """Wait, first come first served, for the model; yields True with it, or False if stopped first.
+
+        Raises :class:`CcvizError` if the model cannot be loaded at all.
+        """
+        ticket = object()
+        with self._turns:
+            self._queue.append(ticket)
+        try:
+            while True:
+                status = self.status()  # also restarts a worker found dead while idle
+                if status.state == "failed":
+                    raise CcvizError(status.message)
+                with self._turns:
+                    first = self._queue[0] is ticket
+                    if first and status.ready:
+                        break
+                    self._turns.wait(POLL_SECONDS)
+                if should_stop():
+                    yield False
+                    return
+                on_wait("another run" if not first else "the model")
+            yield True
+        finally:
+            with self._turns:
+                self._queue.remove(ticket)
+                self._turns.notify_all()
+
+    def execute(self, task: Any, progress: ProgressCallback, should_stop: Callable[[], bool]) -> Any:
+        """Run ``task`` in the worker (call inside :meth:`turn`); its result, or the task's own error.
+
+        Raises :class:`GenerationFailed` or :class:`CcvizError` as the task did, and
+        :class:`WorkerDied` (with the partial trace streamed so far) if the process ended.
+        """
+        with self._lock:
+            generation, jobs, stop, process = self._generation, self._jobs, self._stop, self._process
+        live: Trace | None = None
+        stopping = False
+
+        def stop_if_asked() -> None:  # one stop message per run is enough
+            nonlocal stopping
+            if not stopping and should_stop():
+                stopping = True
+                stop.send_bytes(b"stop")
+
+        try:
+            jobs.send(task)
+            while True:
+                if not jobs.poll(POLL_SECONDS):
+                    stop_if_asked()
+                    if process.poll() is not None and not jobs.poll():
+                        raise EOFError
+                    continue
+                kind, *payload = jobs.recv()
+                if kind == msg.PROGRESS:
+                    progress(*payload)
+                    stop_if_asked()
+                elif kind == msg.CONFIG:
+                    live = Trace(config=payload[0], status="error")
+                elif kind == msg.REFRESH:
+                    cycles, tokens, peak = payload
+                    live.cycles.extend(cycles)
+                    live.tokens.extend(tokens)
+                    live.peak_cache_length = peak
+                elif kind == msg.DONE:
+                    return payload[0]
+                elif kind == msg.FAILED:
+                    raise GenerationFailed(payload[0], payload[1])
+                else:
+                    raise CcvizError(payload[0])
+        except (EOFError, OSError):
+            how = self._restart(generation)
+            message = f"the model worker stopped during this run ({how}); it is restarting by itself"
+            if live is not None:
+                live.error, live.stop_reason = message, "error"
+            raise WorkerDied(message, live) from None
