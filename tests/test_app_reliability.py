@@ -342,6 +342,7 @@ def test_cancel_keeps_partial_refreshes_viewable_and_the_app_usable(app, monkeyp
     set_document(app.run(), DOC)
     _small_run(app, J=16, h=4, new=8000).button(key="btn.run").click().run()
     job = app.session_state["job.run"]
+    assert app.button(key="btn.run").disabled  # no second job from a second click while this one runs
     _wait_for(lambda: job.progress.refreshes >= 5 or not job.running)
     assert job.running, "the run ended before it could be cancelled"
     app.run().button(key="cancel.run").click().run()

@@ -150,9 +150,10 @@ def run_controls(page: str, label: str, make_tasks: Callable[[ModelInfo], list])
                 if isinstance(task, RunTask):
                     worker.check(task, limit)
             start_job(page, tasks)
-            job = running_job(page)
         except CcvizError as err:
             st.error(str(err))
+        else:
+            st.rerun()  # draw the page again with the button disabled: it was drawn enabled before the click
     if job is not None:
         follow(job, page)
     done = finished_job(page)
