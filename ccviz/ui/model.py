@@ -44,7 +44,7 @@ def model_status_line() -> WorkerStatus:
         if now.ready:
             st.caption(f":material/check_circle: {now.message}")
         elif now.state == "failed":
-            st.error(now.message, icon=":material/error:")
+            st.error(f"{now.message} Fix this, then restart the app.", icon=":material/error:")
         elif now.state == "restarting":
             st.warning(now.message, icon=":material/restart_alt:")
         else:

@@ -96,7 +96,7 @@ class ModelWorker:
             if generation != self._generation:
                 return
             if kind == msg.READY:
-                self._status = WorkerStatus("ready", f"Model: {payload.name} · ready", payload)
+                self._status = WorkerStatus("ready", f"Model: {payload.name} ({payload.max_positions:,} positions) · ready", payload)
                 self._ready.set()
                 log.info("ccviz: model worker ready (pid %s, %s)", process.pid, payload.name)
             else:
@@ -120,9 +120,15 @@ class ModelWorker:
                 how = describe_exit(self._exit_code(self._process))
                 log.error("ccviz: the model worker (pid %s) stopped: %s; restarting it", self._process.pid, how)
                 self.restarts += 1
+                self._close_pipes()
                 self._spawn(WorkerStatus("restarting", f"The model worker stopped ({how}) and is restarting…"))
                 self._death = how
             return self._death
+
+    def _close_pipes(self) -> None:
+        """Close this side of a dead or closed process's pipes (a caller still reading one gets OSError)."""
+        for connection in (self._jobs, self._checks, self._stop):
+            connection.close()
 
     @property
     def pid(self) -> int | None:
@@ -151,6 +157,7 @@ class ModelWorker:
             if self._exit_code(self._process) is None:
                 self._process.kill()
                 self._process.wait()
+            self._close_pipes()
 
     # ----- validation ------------------------------------------------------------------------
     def check(self, task: Any, limit: int) -> Any:
