@@ -1,7 +1,12 @@
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
+
+ROOT = Path(__file__).resolve().parents[1]
 
 torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
 
@@ -35,3 +40,21 @@ def tiny_worker():
     worker = shared_worker("tiny-random", ())
     assert worker.wait_ready(300).ready, worker.status().message
     return worker
+
+
+def bench_quick(task: str, out: Path, *flags: str) -> subprocess.CompletedProcess:
+    """A real ``python -m ccviz bench TASK --quick`` on the tiny model into ``out`` (one torch thread)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "ccviz", "bench", task, "--quick", *flags, "--model", "tiny-random", "--out", str(out)],
+        capture_output=True, text=True, timeout=300, env=env, cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+@pytest.fixture(scope="session")
+def quick_bench(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    """Every benchmark task, quick, on the tiny model, once for the session: (results folder, the run)."""
+    out = tmp_path_factory.mktemp("bench") / "quick"
+    return out, bench_quick("all", out)

@@ -417,14 +417,20 @@ def test_a_model_that_cannot_load_is_one_line_on_the_page_and_nothing_runs(monke
 
 def test_a_killed_worker_is_reported_restarted_and_the_next_run_works(app, monkeypatch, tiny_worker):
     """Killed mid-run (out of memory looks the same): the page says so, the refreshes streamed so far
-    stay viewable and loadable, the worker restarts by itself and the next run completes."""
+    stay viewable and loadable, a run queued behind it says the worker is restarting and then
+    completes, and so does the page's next run."""
     monkeypatch.setenv("CCVIZ_MAX_TOKENS", "9000")
     set_document(app.run(), DOC)
     _small_run(app, J=16, h=4, new=8000).button(key="btn.run").click().run()
     job = app.session_state["job.run"]
     _wait_for(lambda: job.progress.refreshes >= 5 or not job.running)
     assert job.running, "the run ended before the worker could be killed"
+    queued = Job([_long_task(tiny_worker.status().model, max_new_tokens=8)], tiny_worker, ResultStore()).start()  # another session
+    _wait_for(lambda: queued.progress.waiting == "another run")
     os.kill(tiny_worker.pid, signal.SIGKILL)
+    _wait_for(lambda: queued.progress.waiting == "the model" or not queued.running)
+    assert "The model worker stopped (killed by SIGKILL" in queued.progress_line()[1]  # the waiting page says so
+    assert queued.wait(300) and queued.results[0].status == "complete" and not queued.errors
     settle(app)
     trace = app.session_state["done.run"].results[0]
     assert trace.status == "error" and len(trace.cycles) >= 5 and "killed by SIGKILL" in trace.error

@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
-import subprocess
-import sys
 from dataclasses import asdict, replace
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import bench_quick
 from streamlit.testing.v1 import AppTest
 
 from ccviz.bench.ablation import RETENTION_BUDGET, ablation_specs
@@ -126,21 +124,10 @@ def test_the_reproduce_command_is_rebuilt_from_the_recorded_settings():
 # --- the page ------------------------------------------------------------------------------------------
 
 
-def _bench_quick(task: str, out: Path, *flags: str) -> Path:
-    """A real ``python -m ccviz bench TASK --quick`` on the tiny model into ``out``."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(
-        [sys.executable, "-m", "ccviz", "bench", task, "--quick", *flags, "--model", "tiny-random", "--out", str(out)],
-        capture_output=True, text=True, timeout=300, env=env, cwd=ROOT,
-    )
-    assert done.returncode == 0, done.stderr
-    return out
-
-
 @pytest.fixture(scope="module")
-def quick_results(tmp_path_factory) -> Path:
-    """Every task, quick, on the tiny model (about 15 s)."""
-    return _bench_quick("all", tmp_path_factory.mktemp("bench") / "quick")
+def quick_results(quick_bench) -> Path:
+    """Every task, quick, on the tiny model (the session's one run)."""
+    return quick_bench[0]
 
 
 def _page(monkeypatch, folder: Path) -> AppTest:
@@ -190,7 +177,8 @@ def test_page_plots_a_quick_run_with_provenance_tables_and_commands(monkeypatch,
 def test_page_switches_to_a_follow_up_folder_and_gives_its_own_command(monkeypatch, quick_results, tmp_path):
     root = tmp_path / "results"
     shutil.copytree(quick_results, root)
-    sinks = _bench_quick("perplexity", root / "sinks", "--set", "frozen=4")  # a follow-up with its own setting
+    sinks = root / "sinks"
+    bench_quick("perplexity", sinks, "--set", "frozen=4")  # a follow-up with its own setting
     (root / "notes").mkdir()  # a folder without result files is not offered
     at = _page(monkeypatch, root)
     box = at.selectbox(key="bench.folder")

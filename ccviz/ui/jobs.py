@@ -230,6 +230,19 @@ class Job:
             self._thread.join(timeout)
         return not self.running
 
+    def progress_line(self) -> tuple[float, str]:
+        """What the page's progress bar shows: the fraction done and one line of text."""
+        p = self.progress
+        task = self.tasks[min(p.task, len(self.tasks) - 1)]
+        which = f"run {p.task + 1} of {len(self.tasks)} · " if len(self.tasks) > 1 else ""
+        if p.waiting == "the model":  # loading, or restarting after a crash: the worker says which
+            return 0.0, f"{which}{task.label}: waiting: {self.worker.status().message}"
+        if p.waiting:
+            return 0.0, f"{which}{task.label}: waiting for another session's run to finish…"
+        if p.total:
+            return min(p.processed / p.total, 1.0), f"{which}{task.label}: {p.processed}/{p.total} tokens · {p.refreshes} refreshes"
+        return 0.0, f"{which}{task.label}: computing…"
+
     def _report(self, refreshes: int, processed: int, total: int) -> None:
         self.progress = Progress(self.progress.task, "", refreshes, processed, total)
 

@@ -102,18 +102,8 @@ def follow(job: Job, page: str) -> None:
     def _progress() -> None:
         if not job.running:
             st.rerun()
-        p = job.progress
-        task = job.tasks[min(p.task, len(job.tasks) - 1)]
-        which = f"run {p.task + 1} of {len(job.tasks)} · " if len(job.tasks) > 1 else ""
-        if p.waiting == "the model":
-            st.progress(0.0, text=f"{which}{task.label}: waiting for the model worker to be ready…")
-        elif p.waiting:
-            st.progress(0.0, text=f"{which}{task.label}: waiting for another session's run to finish…")
-        elif p.total:
-            text = f"{which}{task.label}: {p.processed}/{p.total} tokens · {p.refreshes} refreshes"
-            st.progress(min(p.processed / p.total, 1.0), text=text)
-        else:
-            st.progress(0.0, text=f"{which}{task.label}: computing…")
+        fraction, text = job.progress_line()
+        st.progress(fraction, text=text)
         if job.cancel_requested:
             st.caption("Cancelling after the current forward pass; everything computed so far is kept.")
         elif st.button("Cancel", key=f"cancel.{page}", icon=":material/stop_circle:"):
