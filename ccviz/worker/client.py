@@ -27,7 +27,7 @@ from ..errors import CcvizError
 from ..models.loading import DEFAULT_MODEL
 from ..trace import Trace
 from . import protocol as msg
-from .protocol import ModelInfo, WorkerStatus, describe_exit
+from .protocol import WorkerStatus, describe_exit
 
 log = logging.getLogger(__name__)
 POLL_SECONDS = 0.2  # how often a waiting caller looks at its stop flag and at the process
