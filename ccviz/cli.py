@@ -30,7 +30,8 @@ def _frozen(value: str) -> int | str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m ccviz", description="KV-cache eviction laboratory")
+    prog = "ccviz" if Path(sys.argv[0]).name == "ccviz" else "python -m ccviz"  # the console script, or -m
+    parser = _Parser(prog=prog, description="KV-cache eviction laboratory")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     run = sub.add_parser("run", help="generate under a managed cache and print a summary")

@@ -26,6 +26,20 @@ def test_policies_lists_every_registered_policy():
     assert [line.split()[0] for line in lines] == list(POLICIES)
 
 
+def test_the_installed_ccviz_command_is_the_same_cli():
+    """scripts/install.sh installs this checkout editable (pyproject.toml), with a `ccviz` console script."""
+    import shutil
+
+    command = shutil.which("ccviz")
+    assert command, "no `ccviz` on PATH: run `bash scripts/install.sh`"
+    usage = subprocess.run([command, "--help"], capture_output=True, text=True, timeout=120)
+    assert usage.returncode == 0 and usage.stdout.startswith("usage: ccviz ") and "bench" in usage.stdout
+    listed = subprocess.run([command, "policies"], capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0 and listed.stdout == _cli("policies").stdout
+    bad = subprocess.run([command, "run", "--policy", "sliding"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and bad.stderr.startswith("ccviz: error: ") and bad.stderr.count("\n") == 1
+
+
 def test_plugins_add_policies_and_a_broken_one_is_one_line():
     env = {**os.environ, "PYTHONPATH": str(TESTS), "CCVIZ_PLUGINS": "failing_policy"}
     listed = _cli("policies", env=env)
