@@ -380,6 +380,13 @@ def test_a_run_that_fails_part_way_reports_it_and_keeps_its_refreshes(monkeypatc
         assert not app.exception and any("failed part-way" in e for e in errors)
         assert charts(app) and app.slider(key="run.cycle").max == 1  # the two completed refreshes are viewable
 
+        app.switch_page("app_pages/traces.py").run()  # listed with the session's runs, and its download opens
+        assert any("· error · 2 refreshes" in md.value for md in app.markdown)
+        app.file_uploader(key="up.traces").set_value([("failed.json", failed.to_json().encode(), "application/json")]).run()
+        assert not app.exception and charts(app)
+        assert [e.value for e in app.error] == [f"The run failed part-way: {failed.error}. The refreshes completed before it are shown."]
+        app.switch_page("app_pages/run.py").run()
+
         app.number_input(key="run.policy.breaks_at_refresh.fail_at").set_value(0).run()
         result_store.clear()
         settle(app.button(key="btn.run").click().run())
