@@ -82,7 +82,7 @@ class _Run:
     """The mutable state of one generation; created per call, so runs never share anything."""
 
     def __init__(self, lm: LoadedModel, prompt_ids: list[int], settings: _Settings):
-        self.started = time.perf_counter()
+        self.started = time.perf_counter()  # total_seconds counts from here (generate runs the run at once)
         self.lm = lm
         self.model = lm.model
         self.s = settings
@@ -197,7 +197,6 @@ class _Run:
         return int(torch.multinomial(probs, 1, generator=self.generator))
 
     def run(self, progress: ProgressCallback | None, should_stop: Callable[[], bool] | None) -> Trace:
-        self.started = time.perf_counter()
         h, prompt, generated = self.s.chunk_size, self.prompt_ids, self.generated
         stop_reason = "max_new_tokens"
         logits = None

@@ -59,8 +59,7 @@ class ModelWorker:
         self._check_lock = threading.Lock()  # one validation at a time on the checks pipe
         self._queue: deque[object] = deque()
         self._turns = threading.Condition()
-        self._ready = threading.Event()  # the model is loaded
-        self._settled = threading.Event()  # loaded, or failed to load
+        self._settled = threading.Event()  # loaded, or failed to load (the status says which)
         self._generation = 0
         self._spawn(WorkerStatus("loading", f"Loading {model or DEFAULT_MODEL} in the model worker…"))
         atexit.register(self.close)
@@ -81,7 +80,6 @@ class ModelWorker:
         self._generation += 1
         self._process, self._jobs, self._checks, self._stop = process, jobs, checks, stop
         self._status = status
-        self._ready.clear()
         self._settled.clear()
         threading.Thread(
             target=self._await_ready, args=(self._generation, process, jobs), name="ccviz-worker-start", daemon=True,
@@ -97,7 +95,6 @@ class ModelWorker:
                 return
             if kind == msg.READY:
                 self._status = WorkerStatus("ready", f"Model: {payload.name} ({payload.max_positions:,} positions) · ready", payload)
-                self._ready.set()
                 log.info("ccviz: model worker ready (pid %s, %s)", process.pid, payload.name)
             else:
                 self._status = WorkerStatus("failed", f"The model could not be loaded: {payload}")

@@ -99,10 +99,8 @@ def _execute(task: Any, lm: LoadedModel, jobs: Connection, should_stop) -> tuple
         return DONE, task.execute(lm, progress, should_stop, on_refresh)
     except GenerationFailed as err:
         return FAILED, str(err), err.trace
-    except CcvizError as err:
-        return ERROR, str(err)
     except Exception as err:  # never let the worker die of one task: the page shows the message
-        return ERROR, f"unexpected {type(err).__name__}: {err}"
+        return ERROR, _error_line(err)
 
 
 def _answer_checks(lm: LoadedModel, checks: Connection) -> None:
@@ -113,8 +111,12 @@ def _answer_checks(lm: LoadedModel, checks: Connection) -> None:
         except (EOFError, OSError):
             return
         try:
-            checks.send(("ok", task.check(lm, limit)))
-        except CcvizError as err:
-            checks.send(("error", str(err)))
+            answer = ("ok", task.check(lm, limit))
         except Exception as err:
-            checks.send(("error", f"unexpected {type(err).__name__}: {err}"))
+            answer = ("error", _error_line(err))
+        checks.send(answer)
+
+
+def _error_line(err: Exception) -> str:
+    """A user's mistake says itself; anything else is named as unexpected, with its type."""
+    return str(err) if isinstance(err, CcvizError) else f"unexpected {type(err).__name__}: {err}"
