@@ -32,21 +32,26 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 from bench.common import header  # noqa: E402
-from browser_support import CHROMIUM, CHROMIUM_ARGS, SESSION_DOCUMENTS, idle, metric, model_ready, open_page, serve_app  # noqa: E402
+from browser_support import (  # noqa: E402
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    SESSION_DOCUMENTS,
+    idle,
+    metric,
+    model_ready,
+    open_page,
+    paste_document,
+    serve_app,
+    set_number,
+)
 
 CLINICAL = (ROOT / "assets" / "samples" / "clinical_record.md").read_text(encoding="utf-8")
 TIMEOUT_MS = 300_000
 
 
 def paste(page, text: str, max_new: int) -> None:
-    box = page.get_by_role("textbox", name="Document or prompt")
-    box.fill(text)
-    box.press("Control+Enter")
-    idle(page)
-    field = page.get_by_role("spinbutton", name="Max new tokens")
-    field.fill(str(max_new))
-    field.press("Enter")
-    idle(page)
+    paste_document(page, text)
+    set_number(page, "Max new tokens", max_new)
 
 
 def click_run(page) -> float:

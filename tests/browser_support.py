@@ -62,6 +62,22 @@ def idle(page) -> None:
     page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=RUN_TIMEOUT_MS)
 
 
+def set_number(page, label: str, value: int) -> None:
+    """Type ``value`` into the number widget labelled ``label`` and wait for the rerun."""
+    field = page.get_by_role("spinbutton", name=label)
+    field.fill(str(value))
+    field.press("Enter")
+    idle(page)
+
+
+def paste_document(page, text: str) -> None:
+    """Fill the shared document box as a user pastes (Ctrl+Enter applies it) and wait for the rerun."""
+    box = page.get_by_role("textbox", name="Document or prompt")
+    box.fill(text)
+    box.press("Control+Enter")
+    idle(page)
+
+
 def open_page(browser, url: str):
     """A new tab (its own browser context, so its own Streamlit session) on ``url``, once the app is idle."""
     page = browser.new_page(viewport={"width": 1400, "height": 1800})

@@ -28,7 +28,9 @@ from browser_support import (
     metric,
     model_ready,
     open_page,
+    paste_document,
     serve_app,
+    set_number,
 )
 
 pytestmark = [
@@ -46,13 +48,6 @@ def app_url():
 def _no_exception(page) -> None:
     boxes = page.locator("[data-testid='stException']")
     assert boxes.count() == 0, boxes.first.inner_text()
-
-
-def _set_number(page, label: str, value: int) -> None:
-    field = page.get_by_role("spinbutton", name=label)
-    field.fill(str(value))
-    field.press("Enter")
-    idle(page)
 
 
 def _wait_for_log(log: Path, text: str, timeout: float = 60.0) -> None:
@@ -87,12 +82,9 @@ def test_paste_run_and_compare(app_url):
             model_ready(page)
 
             # Run & retention: paste the document, counter_causal_fast is the default policy.
-            box = page.get_by_role("textbox", name="Document or prompt")
-            box.fill(document)
-            box.press("Control+Enter")
-            idle(page)
-            _set_number(page, "Cache size J", 64)
-            _set_number(page, "Max new tokens", 16)
+            paste_document(page, document)
+            set_number(page, "Cache size J", 64)
+            set_number(page, "Max new tokens", 16)
             assert POLICIES["counter_causal_fast"].summary in page.locator("[data-testid='stSidebar']").inner_text()
             page.get_by_role("button", name="Run", exact=True).click()
             page.wait_for_selector(".js-plotly-plot", timeout=RUN_TIMEOUT_MS)
@@ -109,8 +101,8 @@ def test_paste_run_and_compare(app_url):
             assert page.get_by_role("textbox", name="Document or prompt").input_value() == document
             sidebar = page.locator("[data-testid='stSidebar']").inner_text()
             assert POLICIES["sliding"].summary in sidebar and POLICIES["counter_causal_fast"].summary in sidebar
-            _set_number(page, "Cache size J", 64)
-            _set_number(page, "Max new tokens", 16)
+            set_number(page, "Cache size J", 64)
+            set_number(page, "Max new tokens", 16)
             page.get_by_role("button", name="Run all").click()
             page.wait_for_selector("text=Kept-set overlap", timeout=RUN_TIMEOUT_MS)
             idle(page)
@@ -141,11 +133,8 @@ def test_three_sessions_clicking_run_together_each_get_their_own_result(app_url,
         try:
             for page, doc in zip(pages, SESSION_DOCUMENTS):
                 model_ready(page)
-                box = page.get_by_role("textbox", name="Document or prompt")
-                box.fill(doc)
-                box.press("Control+Enter")
-                idle(page)
-                _set_number(page, "Max new tokens", 8)  # the prefill is what differs between the documents
+                paste_document(page, doc)
+                set_number(page, "Max new tokens", 8)  # the prefill is what differs between the documents
             started = []
             for page in pages:
                 page.get_by_role("button", name="Run", exact=True).click()
@@ -210,10 +199,10 @@ def test_bad_input_markup_and_a_closed_tab(tiny_app_url):
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = open_page(browser, tiny_app_url)
         try:
-            _set_number(page, "Cache size J", -3)
+            set_number(page, "Cache size J", -3)
             assert "allowed range" in page.locator("[data-testid='stSidebar']").inner_text()
-            _set_number(page, "Cache size J", 16)
-            _set_number(page, "Max new tokens", 8)
+            set_number(page, "Cache size J", 16)
+            set_number(page, "Max new tokens", 8)
 
             box = page.get_by_role("textbox", name="Document or prompt")
             before = box.input_value()
@@ -251,9 +240,9 @@ def test_bad_input_markup_and_a_closed_tab(tiny_app_url):
             idle(page)
             # J = 4096 refreshed every 2 tokens: a run of a minute or more on any machine, so it is still
             # running when the tab goes (8,000 tokens at J = 16 can finish before the disconnection is seen).
-            _set_number(page, "Cache size J", 4096)
-            _set_number(page, "Chunk size h", 2)
-            _set_number(page, "Max new tokens", 8000)
+            set_number(page, "Cache size J", 4096)
+            set_number(page, "Chunk size h", 2)
+            set_number(page, "Max new tokens", 8000)
             page.get_by_role("button", name="Run", exact=True).click()
             # The live progress line, not just "refreshes": the earlier result's "Refreshes" metric is
             # still on the page and would match at once, closing the tab before the new job exists.
@@ -261,8 +250,8 @@ def test_bad_input_markup_and_a_closed_tab(tiny_app_url):
             page.close()
             _wait_for_log(ARTIFACTS / "streamlit-tiny.log", "stopping a run whose browser session has been gone")
             page = open_page(browser, tiny_app_url)
-            _set_number(page, "Cache size J", 16)
-            _set_number(page, "Max new tokens", 8)
+            set_number(page, "Cache size J", 16)
+            set_number(page, "Max new tokens", 8)
             page.get_by_role("button", name="Run", exact=True).click()
             page.wait_for_selector(".js-plotly-plot", timeout=RUN_TIMEOUT_MS)
             _no_exception(page)
