@@ -8,7 +8,8 @@ import streamlit as st
 from .bench_results import Section
 from .views import CHART_CONFIG
 
-PAPER_NOTES = {  # task -> how its setting differs from the paper's (method.md, the seed review)
+# Task -> how its setting differs from the paper's (docs/benchmarks.md#how-the-miniatures-relate-to-the-papers-benchmarks).
+PAPER_NOTES = {
     "retention": (
         "The paper scores answer accuracy on real long documents (LongHealth clinical records, Qasper papers, "
         "LoCoMo 300-turn conversations) with 3B-14B models in fp16 on a GPU, one greedy rollout and no intervals. "
@@ -38,7 +39,7 @@ PAPER_NOTES = {  # task -> how its setting differs from the paper's (method.md, 
     ),
     "ablation": (
         "Not in the paper, which ranks by the raw logit only (full and fast variants). The logprob and contrast "
-        "scores, min_gap and window smoothing are this project's calibrations (method.md, section 2; smoothing is "
+        "scores, min_gap and window smoothing are this project's calibrations (docs/method.md#scores; smoothing is "
         "the review's phrase-level suggestion), each measured on the retention and perplexity tasks at one budget."
     ),
 }
