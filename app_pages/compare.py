@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from ccviz import POLICIES
+from ccviz import POLICIES, RunConfig
 from ccviz.ui.inputs import budget_input, decoding_input, document_input, policy_input
 from ccviz.ui.jobs import RunTask
 from ccviz.ui.state import run_controls
@@ -34,7 +34,7 @@ phrase = st.text_input(
 done = run_controls(
     PAGE, "Run all",
     lambda model: [
-        RunTask(model=model.name, prompt=text, policy=policy, options=options, chat=chat, **budget, **decoding)
+        RunTask(model.name, text, RunConfig(policy=policy, policy_options=options, chat=chat, **budget, **decoding))
         for policy, options in runs
     ],
 )

@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+from ccviz import RunConfig
 from ccviz.ui.inputs import budget_input, decoding_input, document_input, policy_input
 from ccviz.ui.jobs import RunTask
 from ccviz.ui.state import run_controls
@@ -32,8 +33,8 @@ with st.sidebar:
 text, chat = document_input()
 done = run_controls(
     PAGE, "Run",
-    lambda model: [RunTask(model=model.name, prompt=text, policy=policy, options=options, chat=chat, **budget, **decoding,
-                     record="all" if record_all else "policy")],
+    lambda model: [RunTask(model.name, text, RunConfig(policy=policy, policy_options=options, chat=chat, **budget, **decoding,
+                                                  record="all" if record_all else "policy"))],
 )
 if done is not None and done.results[0] is not None:
     retention_view(done.results[0], key="run")

@@ -2,8 +2,9 @@
 
 import streamlit as st
 
+from ccviz import RunConfig
+from ccviz.choices import SURPRISE_SCORES, VARIANTS
 from ccviz.figures import per_token, recorded_values
-from ccviz.scoring import SCORES, VARIANTS
 from ccviz.signals import ATTENTION_SIGNALS
 from ccviz.ui.inputs import budget_input, document_input, policy_input
 from ccviz.ui.jobs import AttentionTask, RunTask, SurpriseTask
@@ -24,14 +25,14 @@ with st.sidebar:
     budget = budget_input("sur", default_cache=256)
     st.header("Counter-causal surprise")
     variant = st.selectbox("Variant", VARIANTS, index=VARIANTS.index("fast"), key="sur.variant", persist_state="session")
-    score = st.selectbox("Score", SCORES, key="sur.score", persist_state="session")
+    score = st.selectbox("Score", SURPRISE_SCORES, key="sur.score", persist_state="session")
     min_gap = int(st.number_input("min gap", value=0, min_value=0, step=1, key="sur.min_gap", persist_state="session"))
 
 text, chat = document_input()
 done = run_controls(
     PAGE, "Prefill and score",
     lambda model: [
-        RunTask(model=model.name, prompt=text, policy=policy, options=options, chat=chat, max_new_tokens=1, record="all", **budget),
+        RunTask(model.name, text, RunConfig(policy=policy, policy_options=options, chat=chat, max_new_tokens=1, record="all", **budget)),
         SurpriseTask(model=model.name, prompt=text, chat=chat, variant=variant, score=score, min_gap=min_gap),
         AttentionTask(model=model.name, prompt=text, chat=chat, frozen=budget["frozen"]),
     ],

@@ -11,7 +11,9 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+from .choices import DEVICES, DTYPES, RECORDS
 from .errors import CcvizError
+from .fields import parse_value
 from .plugins import load_plugins
 
 
@@ -46,14 +48,14 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--max-new-tokens", type=int, default=128, metavar="N")
     run.add_argument("--raw", action="store_true", help="no chat template: the prompt is used as it is")
     run.add_argument("--model", help="local checkpoint folder (default: embedded SmolLM2-135M-Instruct)")
-    run.add_argument("--device", default="cpu", choices=("cpu", "cuda", "auto"))
-    run.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16"))
+    run.add_argument("--device", default="cpu", choices=DEVICES)
+    run.add_argument("--dtype", default="float32", choices=DTYPES)
     run.add_argument("--seed", type=int, help="seed for sampling")
     run.add_argument("--sample", action="store_true", help="sample instead of greedy decoding")
     run.add_argument("--temperature", type=float, default=1.0)
     run.add_argument("--top-p", type=float, default=1.0)
     run.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="policy option (repeatable)")
-    run.add_argument("--record", default="policy", choices=("policy", "all"),
+    run.add_argument("--record", default="policy", choices=RECORDS,
                      help="scores kept in the trace: the policy's own, or also the cheap companion signals")
     run.add_argument("--out", type=Path, help="save the trace as JSON")
 
@@ -81,20 +83,8 @@ def _parse_options(pairs: list[str]) -> dict[str, object]:
         key, sep, raw = pair.partition("=")
         if not sep or not key:
             raise CcvizError(f"--option takes KEY=VALUE, got {pair!r}")
-        options[key] = _literal(raw)
+        options[key] = parse_value(raw)
     return options
-
-
-def _literal(raw: str) -> object:
-    lowered = raw.lower()
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    for cast in (int, float):
-        try:
-            return cast(raw)
-        except ValueError:
-            pass
-    return raw
 
 
 class _ProgressBar:
@@ -142,21 +132,20 @@ def _cmd_policies() -> None:
 
 
 def _cmd_run(args: argparse.Namespace) -> None:
-    from .engine import generate
+    from .engine import RunConfig, run_generation
     from .models import load_model
-    from .policies import make_policy
 
     prompt = _read_prompt(args)
-    policy = make_policy(args.policy, **_parse_options(args.option))  # fail fast, before loading the model
+    config = RunConfig(  # every setting is checked here, before the model loads
+        policy=args.policy, policy_options=_parse_options(args.option), cache_size=args.cache_size,
+        chunk_size=args.chunk_size, frozen=args.frozen, recent=args.recent, max_new_tokens=args.max_new_tokens,
+        chat=not args.raw, seed=args.seed, do_sample=args.sample, temperature=args.temperature, top_p=args.top_p,
+        record=args.record,
+    )
     lm = load_model(args.model, device=args.device, dtype=args.dtype)
     bar = _ProgressBar()
     try:
-        trace = generate(
-            lm, prompt, policy=policy, cache_size=args.cache_size, chunk_size=args.chunk_size,
-            frozen=args.frozen, recent=args.recent, max_new_tokens=args.max_new_tokens, chat=not args.raw,
-            seed=args.seed, do_sample=args.sample, temperature=args.temperature, top_p=args.top_p,
-            record=args.record, progress=bar,
-        )
+        trace = run_generation(lm, prompt, config, progress=bar)
     finally:
         bar.close()
     print(trace.output_text)

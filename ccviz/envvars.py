@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from .errors import CcvizError
+from .fields import check_whole, parse_value
 
 
 def env_int(name: str, default: int, minimum: int = 1) -> int:
@@ -16,10 +16,5 @@ def env_int(name: str, default: int, minimum: int = 1) -> int:
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise CcvizError(f"{name} must be a whole number, got {raw!r}") from None
-    if value < minimum:
-        raise CcvizError(f"{name} must be at least {minimum}, got {value}")
-    return value
+    value = parse_value(raw)
+    return check_whole(name, value, minimum)

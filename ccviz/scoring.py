@@ -1,4 +1,4 @@
-"""Counter-causal surprise (method.md section 2): how surprising each cached token is given what follows it.
+"""Counter-causal surprise (docs/method.md#counter-causal-surprise): how surprising each cached token is given what follows it.
 
 A fresh residual stream is run over the *cached* keys/values with a reversed mask: entry i attends only to
 entries j > i + min_gap. Nothing is recomputed for the keys: the queries are new, the K/V are the cache's.
@@ -14,28 +14,24 @@ from __future__ import annotations
 
 import sys
 import weakref
-from typing import Literal, get_args
 
 import torch
 import torch.nn.functional as F
 
 from .capture import CAPTURE_KWARG, Capture, decoder_layers, install_hooks
+from .choices import SURPRISE_SCORES, VARIANTS, SurpriseScore, Variant
 from .errors import CcvizError
+from .fields import check_whole
 
-Variant = Literal["full", "fast", "fast_mlp"]
-Score = Literal["logit", "logprob", "contrast"]
-VARIANTS: tuple[str, ...] = get_args(Variant)
-SCORES: tuple[str, ...] = get_args(Score)
 _LOGSUMEXP_ROWS = 256  # rows per vocabulary projection in `logprob`: bounds memory to rows x vocab floats
 
 
-def check_options(variant: str, score: str, min_gap: int) -> None:
+def check_options(variant: Variant, score: SurpriseScore, min_gap: int) -> None:
     if variant not in VARIANTS:
         raise CcvizError(f"unknown variant {variant!r}: use one of {', '.join(VARIANTS)}")
-    if score not in SCORES:
-        raise CcvizError(f"unknown score {score!r}: use one of {', '.join(SCORES)}")
-    if isinstance(min_gap, bool) or not isinstance(min_gap, int) or min_gap < 0:
-        raise CcvizError(f"min_gap must be a whole number >= 0, got {min_gap!r}")
+    if score not in SURPRISE_SCORES:
+        raise CcvizError(f"unknown score {score!r}: use one of {', '.join(SURPRISE_SCORES)}")
+    check_whole("min_gap", min_gap, 0)
 
 
 def _rotate(attn: torch.nn.Module, q: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -105,7 +101,7 @@ def _residual_stream(
     tok: torch.Tensor,
     pos: torch.Tensor | None,
     hidden: torch.Tensor | None,
-    variant: str,
+    variant: Variant,
     min_gap: int | None,
 ) -> torch.Tensor:
     """The counter-causal residual stream after the last block (before the final norm).
@@ -158,8 +154,8 @@ def surprise_from_cache(
     pos: torch.Tensor,
     hidden: torch.Tensor | None = None,
     *,
-    variant: str = "full",
-    score: str = "logit",
+    variant: Variant = "full",
+    score: SurpriseScore = "logit",
     min_gap: int = 0,
 ) -> torch.Tensor:
     """Counter-causal surprise of every entry of a cache, float32 ``[n]``, higher = more surprising.
@@ -206,8 +202,8 @@ def counter_causal_surprise(
     model: torch.nn.Module,
     input_ids: torch.Tensor,
     *,
-    variant: str = "full",
-    score: str = "logit",
+    variant: Variant = "full",
+    score: SurpriseScore = "logit",
     min_gap: int = 0,
     position_ids: torch.Tensor | None = None,
 ) -> torch.Tensor:

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .choices import PHASES, SOURCES, STATUSES
 from .envvars import env_int
 from .errors import CcvizError
 
@@ -23,9 +24,6 @@ DEFAULT_MAX_TRACE_MB = 64  # larger files are refused before parsing: a trace of
 
 def max_trace_bytes() -> int:
     return env_int(MAX_TRACE_MB_ENV, DEFAULT_MAX_TRACE_MB) * 2**20
-SOURCES = ("prompt", "generated")
-PHASES = ("prefill", "decode")
-STATUSES = ("complete", "cancelled", "error")
 
 
 @dataclass

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from ccviz import CcvizError, generate
+from ccviz import CcvizError, RunConfig, run_generation
 from ccviz.ui.jobs import Job, ResultStore, RunTask, SurpriseTask
 from ccviz.ui.limits import MAX_TOKENS_ENV, max_tokens
 from ccviz.ui.options import option_specs
@@ -15,9 +15,9 @@ from ccviz.ui.uploads import decode_document
 STORY = "Once upon a time a lighthouse keeper counted the ships that passed his rock every night. " * 20
 
 
-def _task(tiny, **kw) -> RunTask:
-    base = dict(model=tiny.name, prompt=STORY, policy="sliding", cache_size=16, chunk_size=4, max_new_tokens=6)
-    return RunTask(**{**base, **kw})
+def _task(tiny, prompt: str = STORY, **kw) -> RunTask:
+    base = dict(policy="sliding", cache_size=16, chunk_size=4, max_new_tokens=6)
+    return RunTask(tiny.name, prompt, RunConfig(**{**base, **kw}))
 
 
 def _content(trace):
@@ -37,7 +37,7 @@ def test_a_job_runs_in_the_background_and_its_result_is_cached(tiny, tiny_worker
     assert _finish(job).errors == [] and not job.cancelled
     trace = job.results[0]
     assert trace.status == "complete" and trace.cycles
-    assert _content(trace) == _content(generate(tiny, STORY, **task.kwargs()))  # the same run as a direct call
+    assert _content(trace) == _content(run_generation(tiny, STORY, task.config))  # the same run as a direct call
     again = Job([task], tiny_worker, store).start()
     assert not again.running and again.results[0] is trace  # instant: no thread, no recompute
 
@@ -67,15 +67,15 @@ def test_cancel_keeps_the_partial_trace_and_does_not_cache_it(tiny, tiny_worker)
 
 
 def test_failures_become_messages_and_later_tasks_still_run(tiny, tiny_worker):
-    bad = _task(tiny, chunk_size=64)  # h > J: rejected by the engine
+    bad = _task(tiny, prompt="word " * 9000)  # longer than the model's context: refused by the engine in the worker
     job = _finish(Job([bad, _task(tiny)], tiny_worker, ResultStore()).start())
-    assert len(job.errors) == 1 and "must not exceed the cache size" in job.errors[0]
+    assert len(job.errors) == 1 and "exceeds the model's 8192 positions" in job.errors[0]
     assert job.results[0] is None and job.results[1].status == "complete"
 
 
 def test_two_sessions_at_once_do_not_interfere(tiny, tiny_worker):
     a, b = _task(tiny, policy="sliding"), _task(tiny, policy="counter_causal_fast", cache_size=12, chunk_size=3)
-    expected = [_content(generate(tiny, STORY, **t.kwargs())) for t in (a, b)]
+    expected = [_content(run_generation(tiny, STORY, t.config)) for t in (a, b)]
     jobs = [Job([t], tiny_worker, ResultStore()) for t in (a, b)]
     starter = [threading.Thread(target=job.start) for job in jobs]
     for thread in starter:

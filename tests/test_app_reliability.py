@@ -24,7 +24,7 @@ from test_app import DOC, ROOT, app, charts, set_document, settle  # noqa: F401 
 from test_reliability import _without_timings
 from test_trace_hostile import traces
 
-from ccviz import POLICIES, CcvizError, Trace, generate
+from ccviz import POLICIES, CcvizError, RunConfig, Trace, generate, run_generation
 from ccviz.figures import (
     COLOURINGS,
     comparison_heatmaps,
@@ -330,7 +330,7 @@ def test_three_sessions_running_at_once_get_what_each_gets_alone(monkeypatch, ti
         trace = job.results[0]
         assert trace.status == "complete" and trace.config["policy"] == config["policy"]
         task = job.tasks[0]
-        assert _without_timings(trace) == _without_timings(generate(tiny, task.prompt, **task.kwargs()))
+        assert _without_timings(trace) == _without_timings(run_generation(tiny, task.prompt, task.config))
 
 
 # ----- interruption ---------------------------------------------------------------------------------
@@ -455,7 +455,7 @@ def test_a_killed_worker_is_reported_restarted_and_the_next_run_works(app, monke
 
 
 def _long_task(tiny, max_new_tokens: int = 3000) -> RunTask:
-    return RunTask(model=tiny.name, prompt=DOC, policy="sliding", cache_size=16, chunk_size=4, max_new_tokens=max_new_tokens)
+    return RunTask(tiny.name, DOC, RunConfig(policy="sliding", cache_size=16, chunk_size=4, max_new_tokens=max_new_tokens))
 
 
 def test_a_run_whose_session_is_gone_stops_and_frees_the_model(tiny, tiny_worker):

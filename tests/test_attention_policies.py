@@ -9,13 +9,12 @@ import torch.nn.functional as F
 from transformers import DynamicCache
 
 from ccviz import POLICIES, CcvizError, Trace, generate, make_policy
-from ccviz.engine import prepare_run
+from ccviz.engine import CacheSession, RunConfig, prepare
 from ccviz.models.tiny import build_tiny_model
 
 from test_engine import LONG_PROMPT
 
 EVICTING = [name for name, cls in POLICIES.items() if cls.evicts]
-RUN = dict(chat=True, seed=None, do_sample=False, temperature=1.0, top_p=1.0, prefill_step=None, recent=None, frozen="auto")
 
 
 @pytest.fixture(scope="module")
@@ -23,9 +22,9 @@ def eager():
     """SmolLM2 loaded a second time with transformers' eager attention, which returns its weights."""
     from transformers import AutoModelForCausalLM
 
-    from ccviz.models.loading import _converted_default
+    from ccviz.models.embedded import converted_default
 
-    model = AutoModelForCausalLM.from_pretrained(_converted_default(), attn_implementation="eager", dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(converted_default(), attn_implementation="eager", dtype=torch.float32)
     return model.eval().requires_grad_(False)
 
 
@@ -100,21 +99,19 @@ def test_snapkv_and_chunk_attention_read_the_newest_queries(full_cache_runs):
 
 def test_h2o_carries_survivors_over_unchanged(smollm, eager):
     """After an evicting refresh, the next cycle's sums = survivors' old sums + the new chunk's attention."""
-    run = prepare_run(smollm, LONG_PROMPT, policy="h2o", cache_size=48, chunk_size=16, max_new_tokens=4,
-                      policy_options=None, **RUN)
+    prepared = prepare(smollm, LONG_PROMPT, RunConfig(policy="h2o", cache_size=48, chunk_size=16))
     snapshots = []
-    refresh = run._refresh
 
-    def recording_refresh(phase):
-        refresh(phase)
-        state = run.state
+    def snapshot(trace):  # the cache right after each refresh
+        state = session.cache
         snapshots.append((
             [(layer.keys.clone(), layer.values.clone()) for layer in state.kv.layers],
             state.extras["h2o_accumulated"].clone(),
         ))
 
-    run._refresh = recording_refresh
-    trace = run.run(None, None)
+    session = CacheSession(smollm, prepared.config, on_refresh=snapshot)
+    session.feed(prepared.prompt_ids)
+    trace = session.trace
     frozen = trace.config["frozen"]
     evicting = next(i for i, c in enumerate(trace.cycles) if len(c.kept) < c.step)
     before, after = trace.cycles[evicting], trace.cycles[evicting + 1]
@@ -180,10 +177,10 @@ def test_companion_signals_never_change_what_is_kept(tiny):
 
 def test_key_proxy_is_key_similarity_with_the_newest_key(tiny):
     """The reference code's proxy, for comparing figures: no query, no softmax."""
-    run = prepare_run(tiny, LONG_PROMPT, policy="importance_keyproxy", cache_size=64, chunk_size=16,
-                      max_new_tokens=1, policy_options=None, **RUN)
-    run._forward(run.prompt_ids[:40])
-    state = run.state
+    prepared = prepare(tiny, LONG_PROMPT, RunConfig(policy="importance_keyproxy", cache_size=64, chunk_size=16))
+    session = CacheSession(tiny, prepared.config)
+    session.feed(prepared.prompt_ids[:40])  # refreshes at 16 and 32 keep everything (J = 64)
+    state = session.cache
     keys = state.kv.layers[-1].keys[0, :, state.frozen :]
     keys = keys / keys.abs().max()
     expected = torch.einsum("hnd,hd->hn", keys, keys[:, -1]).mean(dim=0)
@@ -193,8 +190,8 @@ def test_key_proxy_is_key_similarity_with_the_newest_key(tiny):
 @pytest.mark.parametrize(
     "name, options, message",
     [
-        ("snapkv", {"kernel": 4}, "kernel must be an odd whole number"),
-        ("snapkv", {"window": 0}, "window must be a whole number >= 1"),
+        ("snapkv", {"kernel": 4}, "kernel must be odd"),
+        ("snapkv", {"window": 0}, "window must be at least 1"),
         ("h2o", {"normalize": "yes"}, "normalize must be true or false"),
         ("tova", {"window": 3}, "it takes no options"),
     ],

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from ccviz import generate
-from ccviz.engine import prepare_run
+from ccviz.engine import CacheSession, RunConfig, prepare
 from ccviz.prompts import encode_prompt
 
 LONG_PROMPT = (
@@ -70,16 +70,14 @@ def test_refresh_invariants_sliding(tiny):
 
 
 def test_cache_entries_keep_their_ids_and_positions(tiny):
-    run = prepare_run(
-        tiny, LONG_PROMPT, policy="streaming_llm", cache_size=16, chunk_size=4, frozen=0, recent=None,
-        max_new_tokens=12, chat=False, seed=None, do_sample=False, temperature=1.0, top_p=1.0,
-        policy_options=None, prefill_step=None,
-    )
-    trace = run.run(None, None)
+    prepared = prepare(tiny, LONG_PROMPT, RunConfig(policy="streaming_llm", cache_size=16, chunk_size=4, frozen=0, chat=False))
+    session = CacheSession(tiny, prepared.config)
+    session.feed(prepared.prompt_ids[:-2])  # the last pass ends off a refresh boundary
+    trace = session.trace
     all_ids = torch.tensor([tok.id for tok in trace.tokens])
-    state = run.state
+    state = session.cache
     assert trace.config["frozen"] == 4  # the sinks
-    assert state.pos.tolist() == trace.cycles[-1].kept + list(range(trace.cycles[-1].step, run.processed))
+    assert state.pos.tolist() == trace.cycles[-1].kept + list(range(trace.cycles[-1].step, session.processed))
     assert torch.equal(state.tok, all_ids[state.pos])
     for layer in state.kv.layers:
         assert layer.keys.shape[-2] == len(state)

@@ -2,7 +2,7 @@
 
 {full, fast} x {logit, logprob, contrast} x min_gap {0, 2} x smooth {off, on} = 24 policy specs,
 each measured on rare-fact retention (one budget) and long-text perplexity (one budget). The
-policies' defaults are then chosen from these results (README, "Benchmarks: quality").
+policies' defaults are then chosen from these results (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ from typing import Callable
 
 import pandas as pd
 
+from ..choices import SURPRISE_SCORES
 from ..models import LoadedModel
 from . import perplexity, retention
 from .specs import PolicySpec
 
-VARIANTS = ("counter_causal", "counter_causal_fast")
-SCORES = ("logit", "logprob", "contrast")
+ABLATED_POLICIES = ("counter_causal", "counter_causal_fast")  # all layers, and the fast last-layer variant
 MIN_GAPS = (0, 2)
-SMOOTHING = (0, 5)  # off, and the 5-neighbour window that helped in method.md's first data point
+SMOOTHING = (0, 5)  # off, and the 5-neighbour window that helped in the method specification's first data point
 RETENTION_BUDGET = 0.25
 PERPLEXITY_BUDGET = 128
 # 24 specs x 100 cases would be ~3 CPU-hours; the ablation ranks variants on fact *survival* (the
@@ -33,7 +33,7 @@ PERPLEXITY_SEGMENTS = 1
 def ablation_specs() -> list[PolicySpec]:
     return [
         PolicySpec(variant, (("score", score), ("min_gap", gap), ("smooth", smooth)))
-        for variant, score, gap, smooth in itertools.product(VARIANTS, SCORES, MIN_GAPS, SMOOTHING)
+        for variant, score, gap, smooth in itertools.product(ABLATED_POLICIES, SURPRISE_SCORES, MIN_GAPS, SMOOTHING)
     ]
 
 

@@ -12,7 +12,9 @@ import dataclasses
 import sys
 from pathlib import Path
 
+from ..choices import DEVICES, DTYPES
 from ..errors import CcvizError
+from ..fields import check_whole, parse_value
 
 TASKS = ("retention", "perplexity", "decode", "efficiency", "ablation")  # in the order ``all`` runs them
 
@@ -30,13 +32,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     bench.add_argument("--fresh", action="store_true", help="discard this task's earlier rows instead of resuming")
     bench.add_argument("--threads", type=int, default=1, help="torch threads (default 1: shared machines stay usable)")
     bench.add_argument("--model", help="local checkpoint folder (default: embedded SmolLM2-135M-Instruct)")
-    bench.add_argument("--device", default="cpu", choices=("cpu", "cuda", "auto"))
-    bench.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16"))
+    bench.add_argument("--device", default="cpu", choices=DEVICES)
+    bench.add_argument("--dtype", default="float32", choices=DTYPES)
 
 
 def _override(settings: object, pairs: list[str]) -> object:
-    from ..cli import _literal
-
     fields = {f.name: f for f in dataclasses.fields(settings)}
     changes = {}
     for pair in pairs:
@@ -44,9 +44,9 @@ def _override(settings: object, pairs: list[str]) -> object:
         if not sep or key not in fields:
             raise CcvizError(f"--set takes FIELD=VALUE with FIELD one of {', '.join(fields)}, got {pair!r}")
         current = getattr(settings, key)
-        value = tuple(_literal(v) for v in raw.split(",")) if isinstance(current, tuple) else _literal(raw)
-        if isinstance(current, int) and not isinstance(value, int):
-            raise CcvizError(f"--set {key} takes a whole number, got {raw!r}")
+        value = tuple(parse_value(v) for v in raw.split(",")) if isinstance(current, tuple) else parse_value(raw)
+        if isinstance(current, int) and not isinstance(current, bool):
+            value = check_whole(f"--set {key}", value)
         changes[key] = value
     return dataclasses.replace(settings, **changes)
 
@@ -67,8 +67,7 @@ def main(args: argparse.Namespace) -> None:
         return
     if args.set and args.task in ("all", "ablation"):
         raise CcvizError("--set works with one task (retention, perplexity, decode or efficiency)")
-    if args.threads < 1:
-        raise CcvizError(f"--threads must be at least 1, got {args.threads}")
+    check_whole("--threads", args.threads, 1)
     specs: list[PolicySpec] = [parse_spec(s) for s in args.policy]  # fail fast, before loading the model
     tasks = TASKS if args.task == "all" else (args.task,)
     kinds = {

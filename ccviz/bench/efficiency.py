@@ -24,7 +24,7 @@ from typing import Any, Callable
 import pandas as pd
 import torch
 
-from ..engine import generate, prepare_run
+from ..engine import CacheSession, RunConfig, generate
 from ..models import LoadedModel, load_model
 from ..policies import select_survivors
 from .results import ResultTable, write_summary
@@ -68,28 +68,35 @@ def forward_seconds(lm: LoadedModel, ids: list[int], repeats: int) -> float:
     return _median_seconds(lambda: lm.model(input_ids=tokens, logits_to_keep=1), repeats)
 
 
-@torch.inference_mode()
 def refresh_seconds(lm: LoadedModel, text: str, spec: PolicySpec, repeats: int) -> tuple[float, int]:
     """Median time of one refresh decision with every token of ``text`` cached, and the J it kept.
 
     J = 0.8 n, so the n candidates are the J + h of a refresh with the paper's h = J/4.
     """
-    policy = spec.build()
-    run = prepare_run(
-        lm, text, policy=policy, cache_size=1, chunk_size=1, frozen=0, recent=None, max_new_tokens=1, chat=False,
-        seed=None, do_sample=False, temperature=1.0, top_p=1.0, policy_options=None, prefill_step=None,
-    )
-    ids = run.prompt_ids
-    for start in range(0, len(ids), FILL_STEP):
-        run._forward(ids[start : start + FILL_STEP])
+    ids = lm.tokenizer(text, add_special_tokens=False)["input_ids"]
+    session = filled_session(lm, ids, spec)
     keep = round(0.8 * len(ids))
-    recent = policy.default_recent(keep)
+    return _median_seconds(lambda: decide(session, keep), repeats), keep
 
-    def decide() -> torch.Tensor:
-        scores = policy.score_candidates(lm.model, run.state).to(torch.float32).cpu()
-        return select_survivors(scores, keep, recent)
 
-    return _median_seconds(decide, repeats), keep
+def filled_session(lm: LoadedModel, ids: list[int], spec: PolicySpec) -> CacheSession:
+    """A session under ``spec`` holding all of ``ids``, nothing evicted: J = h = len(ids), so its one
+    refresh (after the last token) keeps everything; passes of at most ``FILL_STEP`` tokens."""
+    n = len(ids)
+    config = RunConfig(policy=spec.name, policy_options=spec.options, cache_size=n, chunk_size=n, frozen=0, chat=False,
+                       prefill_step=min(FILL_STEP, n))
+    session = CacheSession(lm, config)
+    session.feed(ids)
+    return session
+
+
+@torch.inference_mode()
+def decide(session: CacheSession, keep: int) -> torch.Tensor:
+    """One refresh decision over the session's cache as it is: the policy's scores, then the top ``keep``
+    (its default recent window always among them). Nothing is evicted: the timed part of a refresh."""
+    policy = session.policy
+    scores = policy.score_candidates(session.lm.model, session.cache).to(torch.float32).cpu()
+    return select_survivors(scores, keep, policy.default_recent(keep))
 
 
 def _memory_kb(field: str) -> float:

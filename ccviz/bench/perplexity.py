@@ -16,7 +16,7 @@ from typing import Any, Callable
 import pandas as pd
 import torch
 
-from ..engine import prepare_run
+from ..engine import CacheSession, RunConfig, prepare
 from ..models import LoadedModel
 from ..policies import Policy
 from .results import ResultTable, write_summary
@@ -33,20 +33,19 @@ def sequence_nll(lm: LoadedModel, text: str, *, policy: str | Policy, cache_size
 
     ``frozen="auto"`` freezes nothing in raw text (only StreamingLLM keeps its 4 sinks); an int gives
     every policy that many never-evicted leading tokens."""
-    run = prepare_run(
-        lm, text, policy=policy, cache_size=cache_size, chunk_size=chunk_size, frozen=frozen, recent=None,
-        max_new_tokens=1, chat=False, seed=None, do_sample=False, temperature=1.0, top_p=1.0,
-        policy_options=policy_options, prefill_step=None,
-    )
-    ids, h = run.prompt_ids, run.s.chunk_size
+    config = RunConfig.of(policy, cache_size=cache_size, chunk_size=chunk_size, frozen=frozen, chat=False,
+                          max_new_tokens=1, policy_options=policy_options)
+    prepared = prepare(lm, text, config)
+    session = CacheSession(lm, prepared.config)
+    ids = prepared.prompt_ids
     total, count = 0.0, 0
-    for start in range(0, len(ids) - 1, h):  # chunks end on multiples of h, where refreshes happen
-        chunk = ids[start : start + h]
+    while session.processed < len(ids) - 1:  # each pass ends where a refresh happens, or at the text's end
+        start = session.processed
+        chunk = ids[start : min(start + session.next_pass_length(), len(ids) - 1)]
         targets = torch.tensor(ids[start + 1 : start + 1 + len(chunk)], device=lm.device)
-        logits = run._forward(chunk, logits_to_keep=0)[: len(targets)]
+        logits = session.feed(chunk, all_logits=True)
         total += float(torch.nn.functional.cross_entropy(logits, targets, reduction="sum"))
         count += len(targets)
-        run._after_forward("prefill", None)
     return total, count
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..cli import _literal
 from ..errors import CcvizError
+from ..fields import parse_value
 from ..policies import POLICIES, Policy, make_policy
 
 if TYPE_CHECKING:
@@ -40,14 +40,14 @@ def parse_spec(text: str) -> PolicySpec:
         key, sep, raw = pair.partition("=")
         if not sep or not key.strip():
             raise CcvizError(f"policy spec {text!r}: options are written key=value, got {pair!r}")
-        options.append((key.strip(), _literal(raw.strip())))
+        options.append((key.strip(), parse_value(raw.strip())))
     spec = PolicySpec(name, tuple(options))
     spec.build()  # unknown names and bad options fail here, with the registry's one-line message
     return spec
 
 
 # The paper ranks by the raw logit; ccviz's full variant defaults to logprob, chosen by the benchmarks
-# (README, "Why the defaults are what they are"), so every benchmark measures the paper's form too.
+# (docs/policies.md#why-the-defaults-are-what-they-are), so every benchmark measures the paper's form too.
 PAPER_FORM = PolicySpec("counter_causal", (("score", "logit"),))
 
 

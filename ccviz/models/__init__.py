@@ -1,5 +1,7 @@
 """Model loading: the embedded SmolLM2, local checkpoints, and a tiny random model for tests."""
 
-from .loading import DEFAULT_MODEL, TINY_MODEL, LoadedModel, cache_dir, load_model
+from .embedded import DEFAULT_MODEL, cache_dir
+from .loaded import TINY_MODEL, LoadedModel
+from .loading import load_model
 
 __all__ = ["DEFAULT_MODEL", "TINY_MODEL", "LoadedModel", "cache_dir", "load_model"]

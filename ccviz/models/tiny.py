@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import torch
 
-from .loading import TINY_MODEL, LoadedModel, _converted_default
+from .embedded import converted_default
+from .loaded import TINY_MODEL, LoadedModel
 
 
 def build_tiny_model(seed: int = 0, num_layers: int = 2) -> LoadedModel:
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    tokenizer = AutoTokenizer.from_pretrained(_converted_default())
+    tokenizer = AutoTokenizer.from_pretrained(converted_default())
     config = LlamaConfig(
         vocab_size=len(tokenizer),
         hidden_size=64,

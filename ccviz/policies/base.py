@@ -13,6 +13,7 @@ import torch
 
 from ..cache import CacheState
 from ..capture import AttentionNeed, Capture
+from ..fields import check_fields
 
 
 @dataclass
@@ -21,8 +22,9 @@ class Policy:
 
     (The method is not called ``score`` because ``score`` is an option name of the counter-causal policies.)
 
-    Dataclass fields are the policy's options: they are validated, shown in the CLI and the app, and
-    recorded in the trace config.
+    Dataclass fields are the policy's options: declared with :mod:`ccviz.fields` (``whole``, ``flag``,
+    ``choice``...), they are validated, shown in the CLI and the app (with their bounds), and recorded
+    in the trace config.
     """
 
     name: ClassVar[str]
@@ -32,6 +34,9 @@ class Policy:
     needs_hidden: ClassVar[bool] = False  # store H^(L-1) next to the cache
     sinks: ClassVar[int] = 0  # leading tokens that are always frozen, whatever ``frozen`` says
     attention: ClassVar[AttentionNeed | None] = None  # real attention weights read in :meth:`observe`
+
+    def __post_init__(self) -> None:
+        check_fields(self)  # each option's rule is declared with its field (ccviz.fields)
 
     def default_recent(self, cache_size: int) -> int:
         """Trailing entries always kept when the user does not say (0 for most policies)."""

@@ -8,7 +8,9 @@ from typing import ClassVar
 import torch
 
 from ..cache import CacheState
-from ..scoring import Score, check_options, surprise_from_cache
+from ..choices import SURPRISE_SCORES, SurpriseScore
+from ..fields import choice, whole
+from ..scoring import surprise_from_cache
 from .base import Policy
 
 
@@ -36,8 +38,7 @@ class CounterCausal(Policy):
     """The paper's policy, all L layers: surprise of each candidate given the candidates after it.
 
     Options: ``score`` (logprob, the default here: minus the log-probability of the true token, which
-    kept a fact stated once in significantly more retention cases than the paper's raw logit (README,
-    "Why the defaults are what they are"); logit: the paper's; contrast: minus the no-future logit, which
+    kept a fact stated once in significantly more retention cases than the paper's raw logit (docs/policies.md#why-the-defaults-are-what-they-are); logit: the paper's; contrast: minus the no-future logit, which
     removes the own-embedding bias of tied embeddings), ``min_gap`` (hide the nearest future entries, which
     leak the token), ``smooth`` (average over a window of that many neighbouring candidates before
     ranking; 0 or 1 = off; the recorded ``surprise`` is then the smoothed value that ranked them),
@@ -49,17 +50,10 @@ class CounterCausal(Policy):
     signal = "surprise"
     variant: ClassVar[str] = "full"
 
-    score: Score = "logprob"
-    min_gap: int = 0
-    smooth: int = 0
-    recent: int = 0
-
-    def __post_init__(self) -> None:
-        check_options(self.variant, self.score, self.min_gap)
-        for option in ("smooth", "recent"):
-            value = getattr(self, option)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{option} must be a whole number >= 0, got {value!r}")
+    score: SurpriseScore = choice("score", SURPRISE_SCORES, default="logprob")
+    min_gap: int = whole("min_gap", 0, default=0)
+    smooth: int = whole("smooth", 0, default=0)
+    recent: int = whole("recent", 0, default=0)
 
     def default_recent(self, cache_size: int) -> int:
         return self.recent
@@ -92,4 +86,4 @@ class CounterCausalFast(CounterCausal):
     variant: ClassVar[str] = "fast"
     needs_hidden = True
 
-    score: Score = "logit"
+    score: SurpriseScore = choice("score", SURPRISE_SCORES, default="logit")

@@ -4,6 +4,7 @@ import torch
 
 from ..cache import CacheState
 from ..capture import AttentionNeed, Capture, decoder_layers
+from ..fields import flag
 from .base import Policy
 from .extras import grown
 
@@ -25,11 +26,7 @@ class H2O(Policy):
     signal = "h2o_accumulated"
     attention = AttentionNeed(layers="all", queries="all")
 
-    normalize: bool = False
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.normalize, bool):
-            raise ValueError(f"normalize must be true or false, got {self.normalize!r}")
+    normalize: bool = flag("normalize", default=False)
 
     def default_recent(self, cache_size: int) -> int:
         return cache_size // 2  # as in the H2O reference code: half heavy hitters, half recent

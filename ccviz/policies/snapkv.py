@@ -5,6 +5,7 @@ import torch.nn.functional as F
 
 from ..cache import CacheState
 from ..capture import AttentionNeed, Capture
+from ..fields import whole
 from .base import Policy
 from .extras import grown
 
@@ -23,14 +24,8 @@ class SnapKV(Policy):
     signal = "snapkv"
     attention = AttentionNeed(layers="last", queries="all")
 
-    window: int = 32
-    kernel: int = 5
-
-    def __post_init__(self) -> None:
-        if isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 1:
-            raise ValueError(f"window must be a whole number >= 1, got {self.window!r}")
-        if isinstance(self.kernel, bool) or not isinstance(self.kernel, int) or self.kernel < 1 or self.kernel % 2 == 0:
-            raise ValueError(f"kernel must be an odd whole number >= 1, got {self.kernel!r}")
+    window: int = whole("window", 1, default=32)
+    kernel: int = whole("kernel", 1, default=5, odd=True)
 
     def observe(self, model: torch.nn.Module, state: CacheState, capture: Capture) -> None:
         rows = capture.weights(model, self.attention)[-self.window :]  # [k, n], newest queries last

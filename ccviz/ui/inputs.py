@@ -13,7 +13,9 @@ from typing import Any
 
 import streamlit as st
 
+from ..engine import RunConfig
 from ..errors import CcvizError
+from ..fields import rule_of
 from ..policies import POLICIES
 from .limits import DEFAULT_MAX_TOKENS, MAX_TOKENS_ENV, max_tokens, max_upload_bytes
 from .options import option_specs
@@ -82,9 +84,11 @@ def _option_input(spec, key: str) -> Any:
     if spec.kind == "bool":
         return st.checkbox(label, value=spec.default, key=key, persist_state=SESSION)
     if spec.kind == "int":
-        return int(st.number_input(label, value=spec.default, step=1, key=key, persist_state=SESSION))
+        return int(st.number_input(label, value=spec.default, min_value=spec.minimum, max_value=spec.maximum, step=1, key=key,
+                                   persist_state=SESSION))
     if spec.kind == "float":
-        return float(st.number_input(label, value=spec.default, key=key, format="%.4g", persist_state=SESSION))
+        return float(st.number_input(label, value=spec.default, min_value=spec.minimum, max_value=spec.maximum, key=key,
+                                     format="%.4g", persist_state=SESSION))
     if spec.kind == "choice":
         return st.selectbox(label, spec.choices, index=spec.choices.index(spec.default), key=key, persist_state=SESSION)
     return st.text_input(label, value="" if spec.default is None else str(spec.default), key=key, persist_state=SESSION)
@@ -116,23 +120,28 @@ def _token_ceiling() -> int:
         return DEFAULT_MAX_TOKENS
 
 
+def _least(name: str) -> int:
+    """The smallest value RunConfig accepts for ``name``: the engine's rule bounds the widget."""
+    return int(rule_of(RunConfig, name).minimum)
+
+
 def budget_input(prefix: str, default_cache: int = 128) -> dict[str, Any]:
     """J, h, frozen and recent: the cache budget of a run."""
     top = _token_ceiling()
     cache_size = st.number_input(
-        "Cache size J", value=min(default_cache, top), min_value=1, max_value=top, step=8, key=f"{prefix}.J", persist_state=SESSION,
+        "Cache size J", value=min(default_cache, top), min_value=_least("cache_size"), max_value=top, step=8, key=f"{prefix}.J", persist_state=SESSION,
         help=f"Entries that survive each refresh, not counting the frozen prefix (at most {top}, {MAX_TOKENS_ENV}).",
     )
     chunk = st.number_input(
-        "Chunk size h", value=None, min_value=1, max_value=top, step=4, key=f"{prefix}.h", placeholder="J/4", persist_state=SESSION,
+        "Chunk size h", value=None, min_value=_least("chunk_size"), max_value=top, step=4, key=f"{prefix}.h", placeholder="J/4", persist_state=SESSION,
         help="A refresh happens after every h processed tokens (empty: J/4, as in the paper); at most J.",
     )
     frozen = st.number_input(
-        "Frozen prefix", value=None, min_value=0, max_value=top, step=1, key=f"{prefix}.frozen", placeholder="auto", persist_state=SESSION,
+        "Frozen prefix", value=None, min_value=_least("frozen"), max_value=top, step=1, key=f"{prefix}.frozen", placeholder="auto", persist_state=SESSION,
         help="Leading entries never evicted (empty: the chat template's system prompt; 0 in raw mode).",
     )
     recent = st.number_input(
-        "Recent R", value=None, min_value=0, max_value=top, step=1, key=f"{prefix}.recent", placeholder="policy default", persist_state=SESSION,
+        "Recent R", value=None, min_value=_least("recent"), max_value=top, step=1, key=f"{prefix}.recent", placeholder="policy default", persist_state=SESSION,
         help="Trailing entries always kept (empty: the policy's default); at most J.",
     )
     return dict(
@@ -145,7 +154,7 @@ def decoding_input(prefix: str, default_new: int = 64) -> dict[str, Any]:
     """Max new tokens and greedy or seeded sampling."""
     top = _token_ceiling()
     max_new = st.number_input(
-        "Max new tokens", value=min(default_new, top), min_value=1, max_value=top, step=16, key=f"{prefix}.max_new", persist_state=SESSION,
+        "Max new tokens", value=min(default_new, top), min_value=_least("max_new_tokens"), max_value=top, step=16, key=f"{prefix}.max_new", persist_state=SESSION,
         help=f"Prompt plus new tokens may not exceed {top} per run ({MAX_TOKENS_ENV}).",
     )
     sample = st.toggle("Sampling (off: greedy)", value=False, key=f"{prefix}.sample", persist_state=SESSION)
@@ -153,5 +162,5 @@ def decoding_input(prefix: str, default_new: int = 64) -> dict[str, Any]:
     if sample:
         settings["temperature"] = float(st.number_input("Temperature", value=0.8, min_value=0.01, step=0.1, key=f"{prefix}.temperature", persist_state=SESSION))
         settings["top_p"] = float(st.number_input("Top-p", value=0.95, min_value=0.01, max_value=1.0, step=0.05, key=f"{prefix}.top_p", persist_state=SESSION))
-        settings["seed"] = int(st.number_input("Seed", value=0, min_value=0, step=1, key=f"{prefix}.seed", persist_state=SESSION))
+        settings["seed"] = int(st.number_input("Seed", value=0, min_value=_least("seed"), step=1, key=f"{prefix}.seed", persist_state=SESSION))
     return settings

@@ -19,7 +19,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
-from ..engine import GenerationFailed, ProgressCallback, RefreshCallback, generate, prepare_run
+from ..engine import CacheSession, GenerationFailed, ProgressCallback, RefreshCallback, RunConfig, prepare, run_generation
 from ..errors import CcvizError
 from ..models import LoadedModel
 from ..signals import document_attention, document_surprise
@@ -45,46 +45,29 @@ class Task(Protocol):
 
 @dataclass(frozen=True)
 class RunTask:
-    """One ``generate`` call, with every argument that changes its result."""
+    """One generation: the model, the prompt and the :class:`RunConfig`, which together decide its result."""
 
     model: str
     prompt: str
-    policy: str
-    options: tuple[tuple[str, Any], ...] = ()
-    cache_size: int = 64
-    chunk_size: int | None = None
-    frozen: int | str = "auto"
-    recent: int | None = None
-    max_new_tokens: int = 64
-    chat: bool = True
-    do_sample: bool = False
-    temperature: float = 1.0
-    top_p: float = 1.0
-    seed: int | None = None
-    record: str = "policy"
+    config: RunConfig
 
     @property
     def label(self) -> str:
-        opts = ", ".join(f"{k}={v}" for k, v in self.options)
-        return f"{self.policy} ({opts})" if opts else self.policy
-
-    def kwargs(self) -> dict[str, Any]:
-        return dict(
-            policy=self.policy, policy_options=dict(self.options), cache_size=self.cache_size, chunk_size=self.chunk_size,
-            frozen=self.frozen, recent=self.recent, max_new_tokens=self.max_new_tokens, chat=self.chat,
-            do_sample=self.do_sample, temperature=self.temperature, top_p=self.top_p, seed=self.seed, record=self.record,
-            prefill_step=None,
-        )
+        opts = ", ".join(f"{k}={v}" for k, v in self.config.policy_options)
+        return f"{self.config.policy} ({opts})" if opts else self.config.policy
 
     def check(self, lm: LoadedModel, limit: int) -> int:
         """Validate everything without running; return the prompt's token count.
 
-        The engine checks the model's own context limit; this adds the app's token limit.
+        The engine checks the model's own context limit (and that the model can give the policy what
+        it reads); this adds the app's token limit.
         """
-        n_prompt = len(prepare_run(lm, self.prompt, **self.kwargs()).prompt_ids)
-        if n_prompt + self.max_new_tokens > limit:
+        prepared = prepare(lm, self.prompt, self.config)
+        CacheSession(lm, prepared.config)  # cheap: no forward pass
+        n_prompt, max_new = len(prepared.prompt_ids), self.config.max_new_tokens
+        if n_prompt + max_new > limit:
             raise CcvizError(
-                f"the document has {n_prompt} tokens; with {self.max_new_tokens} new tokens that is over this app's "
+                f"the document has {n_prompt} tokens; with {max_new} new tokens that is over this app's "
                 f"limit of {limit} tokens per run ({MAX_TOKENS_ENV}): shorten it or lower max new tokens"
             )
         return n_prompt
@@ -92,7 +75,7 @@ class RunTask:
     def execute(
         self, lm: LoadedModel, progress: ProgressCallback, should_stop: Callable[[], bool], on_refresh: RefreshCallback | None = None,
     ) -> Trace:
-        return generate(lm, self.prompt, **self.kwargs(), progress=progress, should_stop=should_stop, on_refresh=on_refresh)
+        return run_generation(lm, self.prompt, self.config, progress=progress, should_stop=should_stop, on_refresh=on_refresh)
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
 """What the option widgets of a policy should be, read from its dataclass fields.
 
 The app lists whatever the registry holds, so it never hard-codes a policy's options: a field's type
-and default decide the widget (bool: checkbox, int/float: number, Literal: select, str: text). Plain
-Python, tested without Streamlit.
+and default decide the widget (bool: checkbox, int/float: number, Literal: select, str: text), and
+its declared rule (:mod:`ccviz.fields`) the number's bounds and the menu's choices. Plain Python,
+tested without Streamlit.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import typing
 from dataclasses import MISSING, dataclass, fields
 from typing import Any
 
+from ..fields import RULE
 from ..policies import POLICIES
 
 
@@ -20,6 +22,8 @@ class OptionSpec:
     kind: str  # "bool" | "int" | "float" | "choice" | "text"
     default: Any
     choices: tuple[Any, ...] = ()
+    minimum: float | None = None
+    maximum: float | None = None
 
 
 def _kind(annotation: Any, default: Any) -> tuple[str, tuple[Any, ...]]:
@@ -42,5 +46,9 @@ def option_specs(policy: str) -> list[OptionSpec]:
     for f in fields(cls):
         default = f.default if f.default is not MISSING else (f.default_factory() if f.default_factory is not MISSING else None)
         kind, choices = _kind(hints.get(f.name), default)
-        specs.append(OptionSpec(name=f.name, kind=kind, default=default, choices=choices))
+        rule = f.metadata.get(RULE)
+        if rule is not None and rule.choices:
+            kind, choices = "choice", rule.choices
+        bounds = (rule.minimum, rule.maximum) if rule is not None else (None, None)
+        specs.append(OptionSpec(name=f.name, kind=kind, default=default, choices=choices, minimum=bounds[0], maximum=bounds[1]))
     return specs

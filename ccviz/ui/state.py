@@ -85,7 +85,7 @@ def _remember(page: str, job: Job) -> None:
     for task, result in zip(job.tasks, job.results):
         if isinstance(task, RunTask) and isinstance(result, Trace):
             number = st.session_state["history.count"] = st.session_state.get("history.count", 0) + 1
-            history[f"#{number} {stamp} · {page} · {task.label} · J={task.cache_size}"] = result
+            history[f"#{number} {stamp} · {page} · {task.label} · J={task.config.cache_size}"] = result
     while len(history) > HISTORY_SIZE:
         history.popitem(last=False)
 

@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator
 
 from ..engine import GenerationFailed, ProgressCallback
 from ..errors import CcvizError
-from ..models.loading import DEFAULT_MODEL
+from ..models import DEFAULT_MODEL
 from ..trace import Trace
 from . import protocol as msg
 from .protocol import WorkerStatus, describe_exit

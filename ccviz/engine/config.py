@@ -1,0 +1,145 @@
+"""RunConfig: every setting of one run, validated once and serialised once.
+
+The same frozen object is what :func:`ccviz.generate` builds from its keywords, what the CLI builds
+from its flags, what the app's jobs use as their result-cache key, and (resolved, every default made
+concrete) what a trace records as its ``config``, so a saved trace can be re-run exactly:
+``RunConfig.from_trace(trace)``. Field rules live in the field declarations (:mod:`ccviz.fields`);
+the app's widgets read their bounds from there too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..choices import RECORDS, Record
+from ..errors import CcvizError
+from ..fields import check_fields, choice, flag, number, whole
+from ..policies import Policy, make_policy
+
+if TYPE_CHECKING:
+    from ..trace import Trace
+
+Options = tuple[tuple[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One run: the policy and its options, the budget (J, h, frozen, recent) and decoding.
+
+    ``chunk_size=None`` means h = J/4 (the paper's), ``frozen="auto"`` the chat template up to the
+    user-turn header (0 in raw text), ``recent=None`` the policy's own default, ``prefill_step=None``
+    h tokens per prefill forward. ``policy_options`` may be given as a dict; it is stored as sorted
+    (name, value) pairs, so equal settings are equal (and hash equal) however they were written.
+    """
+
+    policy: str
+    cache_size: int = whole("cache size J", 1)
+    policy_options: Options = ()
+    chunk_size: int | None = whole("chunk size h", 1, default=None, optional=True)
+    frozen: int | str = whole("frozen", 0, default="auto", words=("auto",))
+    recent: int | None = whole("recent", 0, default=None, optional=True)
+    max_new_tokens: int = whole("max new tokens", 1, default=128)
+    chat: bool = flag("chat", default=True)
+    do_sample: bool = flag("do_sample", default=False)
+    temperature: float = number("temperature", default=1.0)
+    top_p: float = number("top-p", default=1.0)
+    seed: int | None = whole("seed", 0, default=None, optional=True)
+    prefill_step: int | None = whole("prefill step", 1, default=None, optional=True)
+    stop_at_eos: bool = flag("stop_at_eos", default=True)
+    record: Record = choice("record", RECORDS, default="policy")
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.policy, str):
+            raise CcvizError(f"policy must be a policy name, got {self.policy!r}")
+        object.__setattr__(self, "policy_options", _options(self.policy_options))
+        check_fields(self)
+        if self.chunk_size is not None and self.chunk_size > self.cache_size:
+            raise CcvizError(f"chunk size h ({self.chunk_size}) must not exceed the cache size J ({self.cache_size})")
+        if self.recent is not None and self.recent > self.cache_size:
+            raise CcvizError(f"recent ({self.recent}) must not exceed the cache size J ({self.cache_size})")
+        if self.do_sample and not self.temperature > 0:
+            raise CcvizError(f"temperature must be above 0 when sampling, got {self.temperature}")
+        if self.do_sample and not 0 < self.top_p <= 1:
+            raise CcvizError(f"top-p must be in (0, 1], got {self.top_p}")
+        self.build_policy()  # an unknown name or a bad option fails now, with the registry's message
+
+    @classmethod
+    def of(cls, policy: str | Policy, **settings: Any) -> "RunConfig":
+        """A config from a policy name or a built policy (whose name and options are taken)."""
+        if isinstance(policy, Policy):
+            options = {**policy.options(), **dict(settings.pop("policy_options", None) or {})}
+            return cls(policy=policy.name, policy_options=options, **settings)
+        return cls(policy=policy, policy_options=settings.pop("policy_options", None) or (), **settings)
+
+    @property
+    def options(self) -> dict[str, Any]:
+        return dict(self.policy_options)
+
+    def build_policy(self) -> Policy:
+        """A fresh policy: per-run memory lives in the cache, so every run gets its own."""
+        return make_policy(self.policy, **self.options)
+
+    def replace(self, **changes: Any) -> "RunConfig":
+        """A copy with ``changes``, validated like a new one."""
+        return dataclasses.replace(self, **changes)
+
+    def resolved(self, policy: Policy | None = None, *, template_prefix: int = 0, prompt_tokens: int | None = None) -> "RunConfig":
+        """The same run with every default made concrete: h, frozen, recent, the prefill step and every
+        policy option. This is what a trace records; resolving it again changes nothing.
+
+        ``template_prefix`` is what ``frozen="auto"`` freezes; ``prompt_tokens`` (when known) bounds
+        the frozen prefix and the policy's attention sinks.
+        """
+        policy = policy or self.build_policy()
+        h = self.chunk_size if self.chunk_size is not None else max(self.cache_size // 4, 1)
+        frozen = template_prefix if self.frozen == "auto" else self.frozen
+        if prompt_tokens is not None and self.frozen != "auto" and frozen > prompt_tokens:
+            raise CcvizError(f"frozen ({frozen}) is larger than the prompt ({prompt_tokens} tokens)")
+        sinks = policy.sinks if prompt_tokens is None else min(policy.sinks, prompt_tokens)
+        recent = policy.default_recent(self.cache_size) if self.recent is None else self.recent
+        return self.replace(
+            policy_options=policy.options(), chunk_size=h, frozen=max(frozen, sinks), recent=recent,
+            prefill_step=h if self.prefill_step is None else self.prefill_step,
+        )
+
+    # ----- serialisation: the trace's config, JSON files, the app's widgets ----------------------
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready values, ``policy_options`` as an object."""
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        data["policy_options"] = self.options
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "RunConfig":
+        """The inverse of :meth:`to_dict`; other keys (a trace config's ``model``, ``prompt_tokens``...) are ignored."""
+        if not isinstance(data, Mapping):
+            raise CcvizError(f"a run config must be an object, got {type(data).__name__}")
+        names = {f.name for f in dataclasses.fields(cls)}
+        missing = [name for name in ("policy", "cache_size") if name not in data]
+        if missing:
+            raise CcvizError(f"a run config needs {' and '.join(missing)}")
+        return cls(**{key: value for key, value in data.items() if key in names})
+
+    @classmethod
+    def from_trace(cls, trace: "Trace") -> "RunConfig":
+        """The resolved config a trace was produced with: running it on the same prompt reproduces the trace."""
+        return cls.from_dict(trace.config)
+
+
+def _options(raw: Any) -> Options:
+    """Policy options as sorted (name, value) pairs, from a dict or pairs."""
+    if raw is None:
+        return ()
+    items = raw.items() if isinstance(raw, Mapping) else raw
+    try:
+        pairs = [(key, value) for key, value in items]
+    except (TypeError, ValueError):
+        raise CcvizError(f"policy_options must be a mapping of option names to values, got {raw!r}") from None
+    if not all(isinstance(key, str) for key, _ in pairs):
+        raise CcvizError(f"policy option names must be strings, got {[key for key, _ in pairs]!r}")
+    if len({key for key, _ in pairs}) != len(pairs):
+        raise CcvizError(f"policy_options names an option twice: {raw!r}")
+    return tuple(sorted(pairs))

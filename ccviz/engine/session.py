@@ -1,0 +1,157 @@
+"""CacheSession: a managed KV cache driven step by step, the engine every caller drives.
+
+Feed it token ids and it returns their logits; after every h processed tokens it refreshes the
+cache: the frozen prefix plus the J best-scored candidates survive (the last ``recent`` always among
+them), one decision for all layers and heads (docs/method.md#the-refresh). Positions are the
+original absolute positions, passed explicitly forever, so evicting entries never renumbers
+anything. :func:`ccviz.generate` is a loop over a session; teacher-forced perplexity, the efficiency
+measures and the benchmark scripts drive one directly.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Sequence
+
+import torch
+
+from ..cache import CacheState
+from ..capture import CAPTURE_KWARG, Capture, captures_attention, install_hooks
+from ..choices import Phase
+from ..errors import CcvizError
+from ..models import LoadedModel
+from ..policies import Policy, select_survivors
+from ..policies.companions import companions
+from ..trace import Trace
+from .config import RunConfig
+from .recorder import TraceRecorder
+from .callbacks import RefreshCallback
+
+
+class CacheSession:
+    """One run's cache, its policy and its trace; created per run, so runs never share anything.
+
+    ``config`` is resolved here (h, recent, every policy option; ``frozen="auto"`` freezes nothing:
+    :func:`ccviz.engine.prepare` resolves it against a chat prompt first). ``policy``: an instance to
+    use instead of building ``config.policy`` afresh (one with extra behaviour, e.g. a test's); the
+    config still names it. ``on_refresh`` is called with the live trace after every refresh (see
+    :data:`RefreshCallback`).
+    """
+
+    def __init__(self, lm: LoadedModel, config: RunConfig, *, policy: Policy | None = None,
+                 on_refresh: RefreshCallback | None = None):
+        self.lm = lm
+        self.policy: Policy = policy if policy is not None else config.build_policy()
+        self.config = config.resolved(self.policy)
+        self.on_refresh = on_refresh
+        from transformers import DynamicCache
+
+        self.cache = CacheState(kv=DynamicCache(), frozen=self.config.frozen)
+        self.processed = 0  # tokens fed so far = the position of the next one
+        self.phase: Phase = "prefill"
+        self.recorder = TraceRecorder(lm.tokenizer, lm.name, self.config.to_dict())
+        # The policy and its companions all watch every forward pass; one capture serves them all.
+        scorers = companions(self.policy, self.config.chunk_size) if self.config.record == "all" else []
+        self.companions: list[Policy] = scorers
+        self.observers = [self.policy, *scorers]
+        self.needs_hidden = any(p.needs_hidden for p in self.observers)
+        self.attention_needs = [p.attention for p in self.observers if p.attention is not None]
+        install_hooks(lm.model)
+        if self.attention_needs and not captures_attention(lm.model):
+            reader = next(p.name for p in self.observers if p.attention is not None)
+            raise CcvizError(
+                f"{reader!r} reads attention weights, which ccviz captures on SDPA models only: "
+                "load the model with ccviz.load_model (or attn_implementation='sdpa')"
+            )
+
+    @property
+    def trace(self) -> Trace:
+        """The live trace: every refresh and every token fed so far; loadable at any moment."""
+        return self.recorder.snapshot()
+
+    def next_pass_length(self) -> int:
+        """Tokens the next forward pass takes at most: up to the next refresh, and at most the prefill step."""
+        h = self.config.chunk_size
+        return min(h - self.processed % h, self.config.prefill_step)
+
+    def feed(self, token_ids: Sequence[int], *, phase: Phase = "prefill", all_logits: bool = False) -> torch.Tensor:
+        """Process ``token_ids`` and return float32 logits: the last position's ``[vocab]``, or with
+        ``all_logits`` every position's ``[len(token_ids), vocab]`` (teacher forcing).
+
+        Forward passes end on multiples of h (never straddling a refresh) and take at most the prefill
+        step; a refresh runs after each pass that ends on a multiple of h. ``phase`` labels the time
+        and the tokens: prefill tokens are the prompt, decode tokens were generated.
+        """
+        ids = list(token_ids)
+        if not ids:
+            raise CcvizError("feed needs at least one token id")
+        limit = self.lm.max_positions
+        if self.processed + len(ids) > limit:
+            raise CcvizError(f"{self.processed + len(ids)} tokens exceed the model's context of {limit} positions")
+        self.phase = phase
+        outputs, start = [], 0
+        while start < len(ids):
+            end = start + self.next_pass_length()
+            outputs.append(self._forward(ids[start:end], all_logits))
+            start = end
+            if self.processed % self.config.chunk_size == 0:
+                self.refresh()
+        return torch.cat(outputs) if all_logits else outputs[-1]
+
+    @torch.inference_mode()
+    def _forward(self, ids: list[int], all_logits: bool) -> torch.Tensor:
+        model = self.lm.model
+        started = time.perf_counter()
+        tok = torch.tensor(ids, dtype=torch.long)
+        pos = torch.arange(self.processed, self.processed + len(ids), dtype=torch.long)
+        capture = Capture.for_needs(model, self.attention_needs, hidden=self.needs_hidden)
+        out = model(
+            input_ids=tok[None].to(self.lm.device),
+            position_ids=pos[None].to(self.lm.device),
+            past_key_values=self.cache.kv,
+            use_cache=True,
+            logits_to_keep=0 if all_logits else 1,
+            **{CAPTURE_KWARG: capture},
+        )
+        self.cache.append(tok, pos, capture.hidden_states)
+        self.processed += len(ids)
+        self.recorder.fed(ids, self.phase, len(self.cache))  # before observing: a failing policy still leaves them recorded
+        try:
+            for observer in self.observers:
+                observer.observe(model, self.cache, capture)
+        finally:
+            self.recorder.timed(self.phase, time.perf_counter() - started)
+        return out.logits[0].float() if all_logits else out.logits[0, -1].float()
+
+    def _score(self, scorer: Policy, candidates: torch.Tensor) -> torch.Tensor:
+        score = scorer.score_candidates(self.lm.model, self.cache).to(torch.float32).cpu()
+        if score.shape != candidates.shape:
+            raise RuntimeError(f"policy {scorer.name!r} returned {tuple(score.shape)} scores for {candidates.numel()} candidates")
+        if torch.isnan(score).any():
+            raise RuntimeError(f"policy {scorer.name!r} returned NaN scores")
+        return score
+
+    @torch.inference_mode()
+    def refresh(self) -> None:
+        """Score the candidates (everything after the frozen prefix) and keep the frozen prefix plus the J
+        best, the last ``recent`` always among them; one gather evicts the rest from every layer and side table."""
+        cache, policy, config = self.cache, self.policy, self.config
+        candidates = cache.pos[cache.frozen :]
+        # Companion signals see the same candidates; they are not timed as part of the policy's refresh.
+        recorded = {scorer.signal: self._score(scorer, candidates).tolist() for scorer in self.companions}
+        started = time.perf_counter()
+        scores: dict[str, list[float]] = {}
+        if policy.evicts:
+            score = self._score(policy, candidates)
+            scores[policy.signal] = score.tolist()
+            if candidates.numel() > config.cache_size:
+                survivors = select_survivors(score, config.cache_size, config.recent)
+                cache.keep(torch.cat([torch.arange(cache.frozen), cache.frozen + survivors]))
+        seconds = time.perf_counter() - started
+        trace = self.recorder.refreshed(self.phase, candidates.tolist(), cache.pos.tolist(), {**scores, **recorded}, seconds)
+        if self.on_refresh is not None:
+            self.on_refresh(trace)
+
+    def finish(self, stop_reason: str, *, pending: Sequence[int] = (), error: str | None = None) -> Trace:
+        """The final trace; ``pending`` are generated tokens never fed (a run's last pick)."""
+        return self.recorder.finish(stop_reason, pending=pending, error=error)

@@ -1,0 +1,26 @@
+"""What every run is given: a loaded model and its tokenizer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+TINY_MODEL = "tiny-random"  # the name of the tiny random Llama built for tests (ccviz.models.tiny)
+
+
+@dataclass
+class LoadedModel:
+    """A read-only model with its tokenizer; shared by every run, never mutated by one."""
+
+    model: torch.nn.Module
+    tokenizer: object
+    name: str
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def max_positions(self) -> int:
+        return int(getattr(self.model.config, "max_position_embeddings", 2048))
