@@ -1,12 +1,11 @@
 """ccviz: an interactive laboratory for KV-cache eviction (counter-causal surprise and its baselines)."""
 
-__version__ = "0.1.0"
-
-from .engine import CacheSession, GenerationFailed, RunConfig, generate, run_generation  # noqa: E402
-from .errors import CcvizError  # noqa: E402
-from .models import LoadedModel, load_model  # noqa: E402
-from .policies import POLICIES, Policy, make_policy  # noqa: E402
-from .trace import Trace  # noqa: E402
+from .engine import CacheSession, GenerationFailed, RunConfig, generate, run_generation
+from .errors import CcvizError
+from .models import LoadedModel, load_model
+from .policies import POLICIES, Policy, make_policy
+from .trace import Trace
+from .version import __version__
 
 __all__ = [
     "POLICIES",

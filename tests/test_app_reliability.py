@@ -370,22 +370,28 @@ def test_a_run_that_fails_part_way_reports_it_and_keeps_its_refreshes(monkeypatc
         before = app.session_state["done.run"].results[0]
         assert before.status == "complete"
 
-        result_store.clear()
-        app.number_input(key="run.policy.breaks_at_refresh.fail_at").set_value(3).run()
-        settle(app.button(key="btn.run").click().run())
-        failed = app.session_state["done.run"].results[0]
-        assert failed.status == "error" and len(failed.cycles) == 2 and "injected failure" in failed.error
-        assert Trace.from_json(failed.to_json()).cycles == failed.cycles  # its download loads back
-        errors = [e.value for e in app.error]
-        assert not app.exception and any("failed part-way" in e for e in errors)
-        assert charts(app) and app.slider(key="run.cycle").max == 1  # the two completed refreshes are viewable
+        prefill_refreshes = before.prompt_length // 4
+        for phase, fail_at in (("prefill", 3), ("decode", prefill_refreshes + 2)):
+            result_store.clear()
+            app.number_input(key="run.policy.breaks_at_refresh.fail_at").set_value(fail_at).run()
+            settle(app.button(key="btn.run").click().run())
+            failed = app.session_state["done.run"].results[0]
+            done = fail_at - 1
+            assert failed.status == "error" and len(failed.cycles) == done and "injected failure" in failed.error
+            assert failed.cycles[-1].phase == phase and (len(failed.tokens) > failed.prompt_length) == (phase == "decode")
+            assert failed.tokens == before.tokens[: len(failed.tokens)]  # every token up to the failure
+            assert Trace.from_json(failed.to_json()).cycles == failed.cycles  # its download loads back
+            errors = [e.value for e in app.error]
+            assert not app.exception and any("failed part-way" in e for e in errors)
+            assert charts(app) and app.slider(key="run.cycle").max == done - 1  # the completed refreshes are viewable
 
-        app.switch_page("app_pages/traces.py").run()  # listed with the session's runs, and its download opens
-        assert any("· error · 2 refreshes" in md.value for md in app.markdown)
-        app.file_uploader(key="up.traces").set_value([("failed.json", failed.to_json().encode(), "application/json")]).run()
-        assert not app.exception and charts(app)
-        assert [e.value for e in app.error] == [f"The run failed part-way: {failed.error}. The refreshes completed before it are shown."]
-        app.switch_page("app_pages/run.py").run()
+            app.switch_page("app_pages/traces.py").run()  # listed with the session's runs, and its download opens
+            assert any(f"· error · {done} refreshes" in md.value for md in app.markdown)
+            upload = [(f"failed-{phase}.json", failed.to_json().encode(), "application/json")]
+            app.file_uploader(key="up.traces").set_value(upload).run()
+            assert not app.exception and charts(app)
+            assert [e.value for e in app.error] == [f"The run failed part-way: {failed.error}. The refreshes completed before it are shown."]
+            app.switch_page("app_pages/run.py").run()
 
         app.number_input(key="run.policy.breaks_at_refresh.fail_at").set_value(0).run()
         result_store.clear()

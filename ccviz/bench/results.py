@@ -19,7 +19,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from .. import __version__
+from ..version import __version__
 from ..errors import CcvizError
 from .specs import in_policy_order
 

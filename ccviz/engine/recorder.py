@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any, Sequence
 
-from .. import __version__
+from ..version import __version__
 from ..choices import Phase
 from ..trace import Cycle, TokenRecord, Trace
 

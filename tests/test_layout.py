@@ -1,0 +1,114 @@
+"""The architecture, checked from the source: the engine's private names stay inside it, and no imports go in circles."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+ENGINE = ROOT / "ccviz" / "engine"
+SOURCES = sorted(
+    path for folder in ("ccviz", "app_pages", "scripts", "tests") for path in (ROOT / folder).rglob("*.py")
+) + [ROOT / "app.py"]
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _engine_private_names() -> set[str]:
+    """Every private function, class, method and attribute the engine's modules define."""
+    names = set()
+    for path in ENGINE.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and _private(node.name):
+                names.add(node.name)
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and _private(node.attr):
+                names.add(node.attr)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and _private(node.id):
+                names.add(node.id)
+    return names
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> list[tuple[str, list[str]]]:
+    """(module, imported names) of every import in the file, at any depth (lazy imports count too)."""
+    package = _module_name(path) if path.name == "__init__.py" else _module_name(path).rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, []) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            found.append((module, [alias.name for alias in node.names]))
+    return found
+
+
+def test_no_module_outside_the_engine_touches_a_private_engine_name():
+    private = _engine_private_names()
+    assert "_forward" in private and "_loop" in private  # the check sees what it guards
+    offences = []
+    for path in SOURCES:
+        if ENGINE in path.parents:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for module, names in _imports(path):
+            if module == "ccviz.engine" or module.startswith("ccviz.engine."):
+                offences += [f"{path.relative_to(ROOT)}: imports {name} from {module}" for name in names if _private(name)]
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr in private:
+                owner = node.value.id if isinstance(node.value, ast.Name) else ""
+                if owner not in ("self", "cls"):
+                    offences.append(f"{path.relative_to(ROOT)}:{node.lineno}: uses .{node.attr}")
+    assert not offences, "\n".join(offences)
+
+
+def _graph() -> dict[str, set[str]]:
+    """Module -> the ccviz modules it imports (a package's ``__init__`` is the package's name)."""
+    modules = {_module_name(path): path for path in (ROOT / "ccviz").rglob("*.py")}
+    graph = {}
+    for name, path in modules.items():
+        targets = set()
+        for module, names in _imports(path):
+            # "from .x import y" imports module x, or module x.y when y is a submodule
+            submodules = {f"{module}.{n}" for n in names} & modules.keys()
+            targets |= submodules or ({module} & modules.keys())
+        graph[name] = targets - {name}
+    return graph
+
+
+def find_cycles(graph: dict[str, set[str]]) -> list[str]:
+    """Every import cycle met in a depth-first walk, written a -> b -> a."""
+    cycles, state = [], {}
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = "open"
+        for target in sorted(graph.get(node, ())):
+            if state.get(target) == "open":
+                cycles.append(" -> ".join(stack[stack.index(target):] + [target]))
+            elif target not in state:
+                visit(target, [*stack, target])
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    return cycles
+
+
+def test_no_import_cycles_between_ccviz_modules():
+    graph = _graph()
+    assert "ccviz.engine.session" in graph["ccviz.engine"]  # the walk sees the package's imports
+    cycles = find_cycles(graph)
+    assert not cycles, "\n".join(cycles)
+
+
+def test_the_cycle_check_finds_a_planted_cycle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert find_cycles(graph) == ["a -> b -> c -> a"]
+    assert find_cycles({"a": {"b"}, "b": set()}) == []
