@@ -22,15 +22,6 @@ class _Parser(argparse.ArgumentParser):
         raise CcvizError(message)
 
 
-def _frozen(value: str) -> int | str:
-    if value == "auto":
-        return value
-    try:
-        return int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--frozen takes a whole number or 'auto', got {value!r}") from None
-
-
 def _parser() -> argparse.ArgumentParser:
     prog = "ccviz" if Path(sys.argv[0]).name == "ccviz" else "python -m ccviz"  # the console script, or -m
     parser = _Parser(prog=prog, description="KV-cache eviction laboratory")
@@ -43,7 +34,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--policy", required=True, help="eviction policy (see `python -m ccviz policies`)")
     run.add_argument("--cache-size", type=int, required=True, metavar="J", help="entries kept at each refresh")
     run.add_argument("--chunk-size", type=int, metavar="H", help="refresh every H tokens (default J/4)")
-    run.add_argument("--frozen", type=_frozen, default="auto", metavar="N|auto", help="never-evicted prefix")
+    run.add_argument("--frozen", type=parse_value, default="auto", metavar="N|auto", help="never-evicted prefix")
     run.add_argument("--recent", type=int, metavar="N", help="trailing entries always kept (default: policy's)")
     run.add_argument("--max-new-tokens", type=int, default=128, metavar="N")
     run.add_argument("--raw", action="store_true", help="no chat template: the prompt is used as it is")
