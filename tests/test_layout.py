@@ -8,7 +8,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 ENGINE = ROOT / "ccviz" / "engine"
 SOURCES = sorted(
-    path for folder in ("ccviz", "app_pages", "scripts", "tests") for path in (ROOT / folder).rglob("*.py")
+    path for folder in ("ccviz", "app_pages", "bench", "scripts", "tests") for path in (ROOT / folder).rglob("*.py")
 ) + [ROOT / "app.py"]
 
 
