@@ -3,7 +3,8 @@
 Pastes a sample document, runs counter_causal_fast on the Run page and counter_causal_fast against
 sliding on the Compare page, and checks each heatmap rendered (with a working hover) and no exception
 box appeared. Three sessions then paste different documents and click Run together: each gets its own
-result from the one model worker. Screenshots go to test-artifacts/ for a human to look at.
+result from the one model worker. Screenshots go to test-artifacts/ for a human to look at; the README's
+two (docs/images/) are taken by the first test, see docs/reliability.md#the-readmes-screenshots.
 
 A second server on the tiny random model checks what AppTest cannot: a deep link as the server's first
 request, Streamlit's own range message, a real file upload, markup in a document staying inert, and a
@@ -13,6 +14,8 @@ tab closed mid-run.
 from __future__ import annotations
 
 import os
+import shutil
+import struct
 import time
 from pathlib import Path
 
@@ -66,7 +69,39 @@ def _hover_heatmap(page) -> str:
     return page.locator(".hoverlayer .hovertext").first.text_content()
 
 
-def test_paste_run_and_compare(app_url):
+SCREENSHOTS_ENV = "CCVIZ_SCREENSHOTS"  # a folder: the README's screenshots are copied there (docs/images)
+SCREENSHOT_VIEWPORT = {"width": 1400, "height": 900}
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def _documentation_screenshot(page, anchor, name: str, tmp_path: Path) -> Path:
+    """A 1400 x 900 picture of the page scrolled so ``anchor`` is at the top, for the README.
+
+    Always written to ``tmp_path`` and checked; also copied into ``$CCVIZ_SCREENSHOTS`` when that is set
+    (``CCVIZ_SCREENSHOTS=docs/images python -m pytest tests/test_browser.py -k test_paste_run_and_compare``).
+    """
+    before = page.viewport_size
+    page.mouse.move(0, 0)  # no hover label in the picture
+    page.set_viewport_size(SCREENSHOT_VIEWPORT)
+    anchor.evaluate("element => element.scrollIntoView({block: 'start'})")
+    page.wait_for_timeout(1500)  # Plotly redraws the charts at the new width
+    path = tmp_path / name
+    try:
+        page.screenshot(path=str(path))
+    finally:
+        page.set_viewport_size(before)
+    data = path.read_bytes()
+    assert data[:8] == PNG_SIGNATURE, f"{name} is not a PNG"
+    assert struct.unpack(">II", data[16:24]) == (SCREENSHOT_VIEWPORT["width"], SCREENSHOT_VIEWPORT["height"])
+    assert len(data) > 40_000, f"{name} is only {len(data)} bytes: a blank page?"
+    folder = os.environ.get(SCREENSHOTS_ENV)
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, Path(folder) / name)
+    return path
+
+
+def test_paste_run_and_compare(app_url, tmp_path):
     from playwright.sync_api import sync_playwright
 
     from ccviz import POLICIES
@@ -93,6 +128,9 @@ def test_paste_run_and_compare(app_url):
             hover = _hover_heatmap(page)
             assert "refresh" in hover and "t = " in hover and "score" in hover, hover
             page.screenshot(path=str(ARTIFACTS / "run_page.png"))
+            summary = page.locator("h4").filter(has_text="counter_causal_fast").first  # the run's title, above its metrics
+            _documentation_screenshot(page, summary, "retention.png", tmp_path)
+            _no_exception(page)
 
             # Compare: A = sliding, B = counter_causal_fast by default; the document carries over.
             page.get_by_role("link", name="Compare").click()
@@ -103,12 +141,19 @@ def test_paste_run_and_compare(app_url):
             assert POLICIES["sliding"].summary in sidebar and POLICIES["counter_causal_fast"].summary in sidebar
             set_number(page, "Cache size J", 64)
             set_number(page, "Max new tokens", 16)
+            phrase = page.get_by_role("textbox", name="Phrase to track")
+            phrase.fill("17 crates")  # the sample's key fact: a view setting, nothing reruns the model for it
+            phrase.press("Enter")
+            idle(page)
             page.get_by_role("button", name="Run all").click()
             page.wait_for_selector("text=Kept-set overlap", timeout=RUN_TIMEOUT_MS)
             idle(page)
             _no_exception(page)
             assert page.locator(".js-plotly-plot").count() >= 2  # the side-by-side heatmaps and the overlap matrix
             page.screenshot(path=str(ARTIFACTS / "compare_page.png"))
+            survived = page.locator("h3").filter(has_text="survive?").first  # the phrase badges, then the heatmaps
+            _documentation_screenshot(page, survived, "compare.png", tmp_path)
+            _no_exception(page)
         except Exception:
             page.screenshot(path=str(ARTIFACTS / "failure.png"))
             raise
