@@ -13,11 +13,7 @@ time and peak resident memory (Linux: the peak is reset after the model is loade
 from __future__ import annotations
 
 import re
-import statistics
-import timeit
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, Callable
 
@@ -27,9 +23,11 @@ import torch
 from ..engine import CacheSession, RunConfig, generate
 from ..models import LoadedModel, load_model
 from ..policies import select_survivors
+from .processes import fresh_processes
 from .results import ResultTable, write_summary
 from .specs import PolicySpec
 from .texts import prose_segments
+from .timing import median_seconds
 
 REFRESH_COLUMNS = ["policy", "n", "cache_size", "refresh_seconds", "forward_seconds", "ratio", "repeats"]
 E2E_COLUMNS = [
@@ -56,16 +54,11 @@ def _significant(value: float) -> float:
     return float(f"{value:.4g}")  # cheap policies cost 1e-5 of a forward: keep digits, not decimals
 
 
-def _median_seconds(fn: Callable[[], object], repeats: int) -> float:
-    fn()  # warm-up: first calls pay for allocation and kernel selection
-    return statistics.median(timeit.repeat(fn, number=1, repeat=repeats))
-
-
 @torch.inference_mode()
 def forward_seconds(lm: LoadedModel, ids: list[int], repeats: int) -> float:
     """Median time of one plain forward over ``ids`` (a prefill: cache built, last logits only)."""
     tokens = torch.tensor([ids], device=lm.device)
-    return _median_seconds(lambda: lm.model(input_ids=tokens, logits_to_keep=1), repeats)
+    return median_seconds(lambda: lm.model(input_ids=tokens, logits_to_keep=1), repeats)
 
 
 def refresh_seconds(lm: LoadedModel, text: str, spec: PolicySpec, repeats: int) -> tuple[float, int]:
@@ -76,14 +69,16 @@ def refresh_seconds(lm: LoadedModel, text: str, spec: PolicySpec, repeats: int) 
     ids = lm.tokenizer(text, add_special_tokens=False)["input_ids"]
     session = filled_session(lm, ids, spec)
     keep = round(0.8 * len(ids))
-    return _median_seconds(lambda: decide(session, keep), repeats), keep
+    return median_seconds(lambda: decide(session, keep), repeats), keep
 
 
-def filled_session(lm: LoadedModel, ids: list[int], spec: PolicySpec) -> CacheSession:
+def filled_session(lm: LoadedModel, ids: list[int], spec: PolicySpec, *, cache_size: int | None = None) -> CacheSession:
     """A session under ``spec`` holding all of ``ids``, nothing evicted: J = h = len(ids), so its one
-    refresh (after the last token) keeps everything; passes of at most ``FILL_STEP`` tokens."""
+    refresh (after the last token) keeps everything; passes of at most ``FILL_STEP`` tokens.
+    ``cache_size``: a larger J = h instead, so that tokens fed later do not refresh before it is reached."""
     n = len(ids)
-    config = RunConfig(policy=spec.name, policy_options=spec.options, cache_size=n, chunk_size=n, frozen=0, chat=False,
+    J = n if cache_size is None else max(cache_size, n)
+    config = RunConfig(policy=spec.name, policy_options=spec.options, cache_size=J, chunk_size=J, frozen=0, chat=False,
                        prefill_step=min(FILL_STEP, n))
     session = CacheSession(lm, config)
     session.feed(ids)
@@ -162,11 +157,7 @@ def run(lm: LoadedModel, specs: list[PolicySpec], settings: EfficiencySettings, 
         log(f"{name}: refresh cost at n={size} done")
     prompt = prose_segments(lm.tokenizer, settings.prompt_tokens, 1)[0]
     todo = [s for s in specs if not e2e.has(policy=s.label)]
-    # A fresh process per policy: a process's heap never shrinks back, so only a new one has an honest peak.
-    # Forked from a server that has imported torch and ccviz (but run nothing): starting one costs ~1 s, not ~5.
-    context = get_context("forkserver")
-    context.set_forkserver_preload([__name__])
-    with ProcessPoolExecutor(max_workers=1, mp_context=context, max_tasks_per_child=1) as pool:
+    with fresh_processes(__name__) as pool:  # one per policy
         for spec in todo:
             e2e.add(pool.submit(end_to_end, model_args, torch.get_num_threads(), spec, settings, prompt).result())
             log(f"{name}: end to end {spec.label} done")
