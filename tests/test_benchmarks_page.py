@@ -15,7 +15,7 @@ from conftest import bench_quick
 from streamlit.testing.v1 import AppTest
 
 from ccviz.bench.ablation import RETENTION_BUDGET, ablation_specs
-from ccviz.bench.results import DEFAULT_DIR
+from ccviz.bench.results import results_dir
 from ccviz.bench.retention import RetentionSettings
 from ccviz.figures.benchmarks import divergence_figure, perplexity_figure, rate_figure, refresh_cost_figure
 from ccviz.ui.bench_commands import reproduce_command
@@ -101,7 +101,7 @@ def test_the_reproduce_command_is_rebuilt_from_the_recorded_settings():
     meta = {"retention": _meta(json.loads(json.dumps(defaults)))}
     everything = {"sliding", "streaming_llm", "tova", "h2o", "snapkv", "importance_keyproxy", "counter_causal",
                   "counter_causal:score=logit", "counter_causal_fast", "full"}
-    command = reproduce_command("retention", meta, everything, DEFAULT_DIR, complete=True)
+    command = reproduce_command("retention", meta, everything, results_dir(environ={}), complete=True)
     assert command == "python -m ccviz bench retention"
 
     changed = {"retention": _meta({**defaults, "cases": 20, "budgets": [0.1, 0.5]}, threads=2)}

@@ -2,7 +2,8 @@
 
 Every published figure is one command: ``python -m ccviz bench all`` (hours on a CPU; resumable),
 ``python -m ccviz bench report`` prints the tables. ``--quick`` shrinks every task to a CI-sized run
-(its numbers mean nothing) written to ``bench/results/quick`` unless ``--out`` says otherwise.
+(its numbers mean nothing). Results go to ``--out``, else ``$CCVIZ_BENCH_RESULTS``, else
+``bench/results`` under the working directory (``.../quick`` with ``--quick``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     bench = sub.add_parser("bench", help="measure the policies (results under bench/results/)")
     bench.add_argument("task", choices=(*TASKS, "all", "report"), help="what to measure, or 'report' to print the tables")
     bench.add_argument("--quick", action="store_true", help="tiny settings, for CI (well under 3 minutes)")
-    bench.add_argument("--out", type=Path, help="results folder (default bench/results; bench/results/quick with --quick)")
+    bench.add_argument("--out", type=Path, help="results folder (default $CCVIZ_BENCH_RESULTS, else bench/results "
+                                                "here; its quick/ folder with --quick)")
     bench.add_argument("--policy", action="append", default=[], metavar="SPEC",
                        help="policy spec NAME[:KEY=VALUE,...], repeatable (default: every registered policy; "
                             "for ablation, the 24-variant grid)")
@@ -58,10 +60,10 @@ def _log(message: str) -> None:
 def main(args: argparse.Namespace) -> None:
     # Imported here: building the CLI parser must stay cheap for every other subcommand.
     from . import ablation, decode, efficiency, perplexity, retention
-    from .results import DEFAULT_DIR, QUICK_DIR
+    from .results import results_dir
     from .specs import PolicySpec, parse_spec, registered_specs
 
-    out = args.out or (QUICK_DIR if args.quick else DEFAULT_DIR)
+    out = args.out or results_dir(args.quick)
     if args.task == "report":
         _publish(out)
         return

@@ -4,6 +4,9 @@ Long runs die (a laptop sleeps, a job is killed): every row is appended and flus
 measured, and a rerun with the same settings skips the rows already there. The JSON records where
 the numbers come from (commit, date, machine, library versions, settings), so a table in the README
 or on the app page can always say what it was measured on.
+
+Where results go is the caller's choice, never where this file is: ``--out``, else
+``$CCVIZ_BENCH_RESULTS``, else ``bench/results`` under the working directory (:func:`results_dir`).
 """
 
 from __future__ import annotations
@@ -13,8 +16,8 @@ import datetime
 import json
 import os
 import platform
-import subprocess
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any, Iterable
 
 import pandas as pd
@@ -22,28 +25,19 @@ import pandas as pd
 from ..version import __version__
 from ..errors import CcvizError
 from .specs import in_policy_order
+from .timing import cpu_name, git, source_commit
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_DIR = REPO_ROOT / "bench" / "results"
-QUICK_DIR = DEFAULT_DIR / "quick"
-
-
-def _git(*args: str) -> str:
-    try:
-        out = subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    return out.stdout.strip() if out.returncode == 0 else ""
+RESULTS_ENV = "CCVIZ_BENCH_RESULTS"
+PUBLISHED = Path("bench") / "results"  # under the working directory: the app and the harness run from the repository root
 
 
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+def results_dir(quick: bool = False, *, environ: Mapping[str, str] | None = None) -> Path:
+    """The results folder when ``--out`` names none: ``$CCVIZ_BENCH_RESULTS``, else ``bench/results`` under
+    the working directory; with ``quick``, its ``quick`` folder. ``environ``: read instead of ``os.environ``
+    (``{}``: the folder a plain command writes to in a shell that sets nothing)."""
+    raw = (os.environ if environ is None else environ).get(RESULTS_ENV, "").strip()
+    base = Path(raw).expanduser() if raw else Path.cwd() / PUBLISHED
+    return base / "quick" if quick else base
 
 
 def _now() -> str:
@@ -56,11 +50,11 @@ def provenance() -> dict[str, Any]:
     import transformers
 
     return {
-        "commit": _git("rev-parse", "--short", "HEAD") or "unknown",
+        "commit": source_commit(),
         # Code only: result files being written (this run's, or another's) and prose do not change what is measured.
-        "dirty": bool(_git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)bench/results", ":(exclude)*.md")),
+        "dirty": bool(git("status", "--porcelain", "--untracked-files=no", "--", ":/", ":(top,exclude)bench/results", ":(top,exclude)*.md")),
         "date": _now(),
-        "machine": f"{_cpu_name()}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}",
+        "machine": f"{cpu_name()}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}",
         "torch_threads": torch.get_num_threads(),
         "python": platform.python_version(),
         "torch": torch.__version__,
@@ -165,9 +159,10 @@ def load_results(directory: str | Path | None = None) -> dict[str, Any]:
     """Every result file of a folder, for the app and notebooks.
 
     Returns ``{"<name>": DataFrame}`` for each CSV (``retention``, ``retention_summary``, ...) and
-    ``{"meta": {"<task>": dict}}`` with each task's provenance and settings. Missing folder: no tables.
+    ``{"meta": {"<task>": dict}}`` with each task's provenance and settings (default folder:
+    :func:`results_dir`). Missing folder: no tables.
     """
-    folder = Path(directory) if directory is not None else DEFAULT_DIR
+    folder = Path(directory) if directory is not None else results_dir()
     results: dict[str, Any] = {"meta": {}}
     if not folder.is_dir():
         return results

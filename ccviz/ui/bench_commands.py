@@ -18,7 +18,7 @@ from ..bench import ablation
 from ..bench.decode import DecodeSettings
 from ..bench.efficiency import EfficiencySettings
 from ..bench.perplexity import PerplexitySettings
-from ..bench.results import DEFAULT_DIR, QUICK_DIR, REPO_ROOT
+from ..bench.results import results_dir
 from ..bench.retention import RetentionSettings
 from ..bench.specs import registered_specs
 from ..figures.benchmarks import FULL
@@ -82,14 +82,15 @@ def run_flags(meta: dict[str, Any]) -> list[str]:
 
 
 def display_path(directory: Path) -> str:
-    """A folder as a user types it: relative to the repository when it is inside it."""
-    path = Path(directory).resolve()
-    return str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path)
+    """A folder as a user types it: relative to the working directory (the repository, for the app) when inside it."""
+    path, here = Path(directory).resolve(), Path.cwd().resolve()
+    return str(path.relative_to(here)) if path.is_relative_to(here) else str(path)
 
 
 def out_flag(directory: Path, quick: bool) -> list[str]:
-    """``--out DIR`` unless ``directory`` is where the harness writes by default."""
-    if Path(directory).resolve() == (QUICK_DIR if quick else DEFAULT_DIR).resolve():
+    """``--out DIR`` unless ``directory`` is where the harness writes by default from here in a shell that
+    sets no ``CCVIZ_BENCH_RESULTS`` (the page may be reading another folder through it)."""
+    if Path(directory).resolve() == results_dir(quick, environ={}).resolve():
         return []
     return [f"--out {shlex.quote(display_path(directory))}"]
 

@@ -7,7 +7,6 @@ provenance, how far it has got, and the one command that reproduces it (:mod:`.b
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -24,7 +23,7 @@ from ..bench.report import (
     provenance_line,
     retention_tables,
 )
-from ..bench.results import DEFAULT_DIR, load_results
+from ..bench.results import load_results
 from ..figures.benchmarks import (
     FULL,
     divergence_figure,
@@ -35,14 +34,7 @@ from ..figures.benchmarks import (
 )
 from .bench_commands import plain_command, reproduce_command
 
-RESULTS_ENV = "CCVIZ_BENCH_RESULTS"
 UNREADABLE = (ValueError, KeyError, TypeError, IndexError, OSError)  # a file being written, or from another version
-
-
-def results_dir() -> Path:
-    """The folder the page reads: ``$CCVIZ_BENCH_RESULTS`` or the harness's default ``bench/results``."""
-    raw = os.environ.get(RESULTS_ENV, "").strip()
-    return Path(raw).expanduser() if raw else DEFAULT_DIR
 
 
 def result_folders(root: Path) -> list[Path]:
