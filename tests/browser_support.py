@@ -1,4 +1,4 @@
-"""Browser helpers shared by tests/test_browser.py and bench/app_sessions.py: a real server, pages, waits."""
+"""Browser helpers shared by tests/test_browser.py and scripts/bench/app_sessions.py: a real server, pages, waits."""
 
 from __future__ import annotations
 

@@ -14,9 +14,9 @@ requirements: ``bash scripts/install.sh --test``). Measured, with ratios to base
 Every measured run is in a new tab (its own session, no earlier result on its page) and changes
 "Max new tokens" (64, 63, ...: every run stops at EOS long before) so nothing comes from the result
 cache; a warm-up run loads the model first, so the script also measures an app from before issue 11
-(copy it and tests/browser_support.py into an older checkout). Targets (issue 11): engine time in the app / direct <= 1.15; three
+(copy it, tests/browser_support.py and ccviz/bench/timing.py into an older checkout). Targets (issue 11): engine time in the app / direct <= 1.15; three
 together <= 1.3x the sum of solo times; click to heatmap <= 5 s.
-Run: ``python bench/app_sessions.py [--repeats 3]``
+Run: ``python scripts/bench/app_sessions.py [--repeats 3]``
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
-from bench.common import header  # noqa: E402
+from ccviz.bench.timing import header
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests"))  # the browser helpers the browser tests use too
 from browser_support import (  # noqa: E402
     CHROMIUM,
     CHROMIUM_ARGS,
@@ -78,7 +78,7 @@ def fresh_tab(browser, url: str, text: str, max_new: int):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--together-timeout", type=float, default=300, help="seconds to wait for the three sessions")
     args = parser.parse_args()

@@ -18,7 +18,7 @@ The time of one ``gc.collect(2)`` in this process is printed for both states. On
 CPU the server takes is taken from the worker's two torch threads, so a busy server still slows a
 run: by competing for a core, no longer by holding the GIL.
 
-Target (issue 11): job path / direct <= 1.15. Run: ``python bench/app_overhead.py [--repeats 3]``
+Target (issue 11): job path / direct <= 1.15. Run: ``python scripts/bench/app_overhead.py [--repeats 3]``
 """
 
 from __future__ import annotations
@@ -26,19 +26,17 @@ from __future__ import annotations
 import argparse
 import gc
 import statistics
-import sys
 import threading
 import time
 from pathlib import Path
 from typing import Callable
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from bench.common import header  # noqa: E402
-from ccviz import generate, load_model  # noqa: E402
-from ccviz.ui.jobs import Job, ResultStore, RunTask  # noqa: E402
-from ccviz.worker import ModelWorker  # noqa: E402
+from ccviz import generate, load_model
+from ccviz.bench.timing import header
+from ccviz.ui.jobs import Job, ResultStore, RunTask
+from ccviz.worker import ModelWorker
 
+ROOT = Path(__file__).resolve().parents[2]
 DOCUMENT = ROOT / "assets" / "samples" / "clinical_record.md"
 
 
@@ -88,7 +86,7 @@ def in_a_thread(fn: Callable[[], object]) -> Callable[[], None]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     lm = load_model()
