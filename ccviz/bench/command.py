@@ -4,6 +4,10 @@ Every published figure is one command: ``python -m ccviz bench all`` (hours on a
 ``python -m ccviz bench report`` prints the tables. ``--quick`` shrinks every task to a CI-sized run
 (its numbers mean nothing). Results go to ``--out``, else ``$CCVIZ_BENCH_RESULTS``, else
 ``bench/results`` under the working directory (``.../quick`` with ``--quick``).
+
+The probes (``overhead``, ``memory``, ``cost``, ``attention``) measure the engine itself: each prints
+a report of ratios against a baseline timed in the same run and saves it as ``<out>/<name>.txt``.
+They are not part of ``all``, which runs the quality tasks.
 """
 
 from __future__ import annotations
@@ -12,17 +16,23 @@ import argparse
 import dataclasses
 import sys
 from pathlib import Path
+from typing import Any
 
 from ..choices import DEVICES, DTYPES
 from ..errors import CcvizError
 from ..fields import check_whole, parse_value
 
 TASKS = ("retention", "perplexity", "decode", "efficiency", "ablation")  # in the order ``all`` runs them
+PROBES = ("overhead", "memory", "cost", "attention")  # engine probes: a text report each, never part of ``all``
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    bench = sub.add_parser("bench", help="measure the policies (results under bench/results/)")
-    bench.add_argument("task", choices=(*TASKS, "all", "report"), help="what to measure, or 'report' to print the tables")
+    bench = sub.add_parser("bench", help="measure the policies and the engine (results under bench/results/)")
+    bench.add_argument("task", choices=(*TASKS, "all", "report", *PROBES),
+                       help="a quality task, 'all' of them, 'report' to print their tables, or a probe of the engine "
+                            "(overhead: decode speed against model.generate; memory: peak RSS against length; "
+                            "cost: counter-causal refresh cost; attention: the attention policies' costs), which "
+                            "prints a report and saves it as OUT/NAME.txt (not part of 'all')")
     bench.add_argument("--quick", action="store_true", help="tiny settings, for CI (well under 3 minutes)")
     bench.add_argument("--out", type=Path, help="results folder (default $CCVIZ_BENCH_RESULTS, else bench/results "
                                                 "here; its quick/ folder with --quick)")
@@ -59,7 +69,7 @@ def _log(message: str) -> None:
 
 def main(args: argparse.Namespace) -> None:
     # Imported here: building the CLI parser must stay cheap for every other subcommand.
-    from . import ablation, decode, efficiency, perplexity, retention
+    from . import ablation, attention, cost, decode, efficiency, memory, overhead, perplexity, retention
     from .results import results_dir
     from .specs import PolicySpec, parse_spec, registered_specs
 
@@ -68,13 +78,17 @@ def main(args: argparse.Namespace) -> None:
         _publish(out)
         return
     if args.set and args.task in ("all", "ablation"):
-        raise CcvizError("--set works with one task (retention, perplexity, decode or efficiency)")
+        raise CcvizError("--set works with one task (retention, perplexity, decode or efficiency) or one probe")
+    if args.task in PROBES and (args.policy or args.fresh):
+        raise CcvizError(f"--policy and --fresh are for the quality tasks; the {args.task} probe takes --set")
     check_whole("--threads", args.threads, 1)
     specs: list[PolicySpec] = [parse_spec(s) for s in args.policy]  # fail fast, before loading the model
     tasks = TASKS if args.task == "all" else (args.task,)
     kinds = {
         "retention": retention.RetentionSettings, "perplexity": perplexity.PerplexitySettings,
         "decode": decode.DecodeSettings, "efficiency": efficiency.EfficiencySettings,
+        "overhead": overhead.OverheadSettings, "memory": memory.MemorySettings, "cost": cost.CostSettings,
+        "attention": attention.AttentionSettings,
     }
     settings = {t: _override(kinds[t].quick() if args.quick else kinds[t](), args.set) for t in tasks if t in kinds}
 
@@ -84,6 +98,10 @@ def main(args: argparse.Namespace) -> None:
 
     torch.set_num_threads(args.threads)
     model_args = {"name_or_path": args.model, "device": args.device, "dtype": args.dtype}
+    if args.task in PROBES:
+        probe = {"overhead": overhead, "memory": memory, "cost": cost, "attention": attention}[args.task]
+        _probe(args.task, probe, settings[args.task], model_args, Path(out))
+        return
     lm = load_model(**model_args)
     common = {"fresh": args.fresh, "log": _log}
     for task in tasks:
@@ -96,6 +114,30 @@ def main(args: argparse.Namespace) -> None:
             runner(lm, specs or registered_specs(), settings[task], out, **common)
         _log(f"{task}: results in {out}")
     _publish(out)
+
+
+def _probe(name: str, probe: Any, settings: object, model_args: dict[str, Any], out: Path) -> None:
+    """Run one probe (a module with ``title(settings)`` and ``run(model_args, settings, emit)``): its report,
+    under a header saying when, on what and with which settings, is printed as it comes and saved as
+    ``<out>/<name>.txt``."""
+    from ..models import DEFAULT_MODEL
+    from .timing import header
+
+    lines: list[str] = []
+
+    def emit(line: str) -> None:
+        print(line, flush=True)
+        lines.append(line)
+
+    model = f"{model_args['name_or_path'] or DEFAULT_MODEL} ({model_args['device']}, {model_args['dtype']})"
+    described = ", ".join(f"{f.name}={getattr(settings, f.name)}" for f in dataclasses.fields(settings))
+    emit(header(probe.title(settings)))
+    emit(f"# model {model}; {described}")
+    probe.run(model_args, settings, emit)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{name}.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    _log(f"{name}: report in {path}")
 
 
 def _publish(out: Path) -> None:

@@ -42,3 +42,14 @@ def prose_segments(tokenizer, n_tokens: int, count: int) -> list[str]:
     if n_tokens * count > len(ids):
         raise CcvizError(f"the prose corpus has {len(ids)} tokens: {count} segments of {n_tokens} do not fit")
     return [tokenizer.decode(ids[i * n_tokens : (i + 1) * n_tokens]) for i in range(count)]
+
+
+def long_document(tokenizer, n_tokens: int) -> str:
+    """The raw documentation text (every topic, unfiltered), cut to about ``n_tokens`` tokens: the long
+    prompt of the engine probes (:mod:`.overhead`, :mod:`.cost`, :mod:`.attention`), whose timings do
+    not depend on what the text says."""
+    from pydoc_data.topics import topics
+
+    text = " ".join(topics[key] for key in sorted(topics))
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"][:n_tokens]
+    return tokenizer.decode(ids)

@@ -1,0 +1,72 @@
+"""Probe ``cost``: refresh cost of counter-causal scoring against one plain causal forward over the same n tokens.
+
+The baseline is what generate's prefill does (``logits_to_keep=1``); the reference code's figures in
+method.md section 5 were measured against a forward that computed *all* logits, so that ratio is
+printed too. Targets (issue 3): full <= 1.0x, fast (logit or contrast) <= 0.03x at every n. Also
+reports the H^(L-1) buffer as a percentage of the K/V bytes.
+
+Run: ``python -m ccviz bench cost [--set sizes=640,1280,2560] [--set repeats=5]``
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from ..fields import check_fields, check_whole, whole
+from ..models import load_model
+from ..scoring import causal_pass, surprise_from_cache
+from .texts import long_document
+from .timing import median_seconds
+
+CASES = [("full", "logit"), ("full", "contrast"), ("full", "logprob"), ("fast", "logit"), ("fast", "contrast"),
+         ("fast", "logprob"), ("fast_mlp", "logit")]
+
+
+@dataclass(frozen=True)
+class CostSettings:
+    sizes: tuple[int, ...] = (640, 1280, 2560)
+    repeats: int = whole("repeats", 1, default=5)
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        for n in self.sizes:
+            check_whole("sizes", n, 2)
+
+    @classmethod
+    def quick(cls) -> "CostSettings":
+        return cls(sizes=(32,), repeats=1)
+
+
+def title(settings: CostSettings) -> str:
+    return "counter-causal refresh cost / one plain forward over n tokens (median of %d)" % settings.repeats
+
+
+def run(model_args: dict[str, Any], settings: CostSettings, emit: Callable[[str], None]) -> None:
+    lm = load_model(**model_args)
+    model, repeats = lm.model, settings.repeats
+    text = long_document(lm.tokenizer, max(settings.sizes))
+    all_ids = torch.tensor([lm.tokenizer(text, add_special_tokens=False)["input_ids"]])
+    emit(f"{'n':>6} {'forward s':>10} {'all-logits s':>12} " + " ".join(f"{v + '/' + s:>17}" for v, s in CASES))
+    for n in settings.sizes:
+        ids = all_ids[:, :n]
+        pos = torch.arange(n)[None]
+        on_device = {"input_ids": ids.to(lm.device), "position_ids": pos.to(lm.device)}
+        with torch.inference_mode():
+            forward = median_seconds(lambda: model(**on_device, logits_to_keep=1), repeats)
+            all_logits = median_seconds(lambda: model(**on_device), repeats)
+        kv, hidden = causal_pass(model, ids, pos)
+        cells = []
+        for variant, score in CASES:
+            seconds = median_seconds(
+                lambda: surprise_from_cache(model, kv, ids[0], pos[0], hidden, variant=variant, score=score),
+                repeats,
+            )
+            cells.append(f"{seconds / forward:>7.3f}x ({seconds / all_logits:.2f}x)")
+        emit(f"{n:>6} {forward:>10.3f} {all_logits:>12.3f} " + " ".join(f"{c:>17}" for c in cells))
+    kv_bytes = sum(k.element_size() * k[0, :, 0].numel() * 2 for k, _ in kv)
+    hidden_bytes = hidden.element_size() * hidden.shape[-1]
+    emit("ratios: x plain forward (logits_to_keep=1), in brackets x forward computing all logits")
+    emit(f"H^(L-1) buffer: {hidden_bytes} B/token vs K/V {kv_bytes} B/token = {100 * hidden_bytes / kv_bytes:.1f}%")
