@@ -164,7 +164,7 @@ def test_paste_run_and_compare(app_url, tmp_path):
 def test_three_sessions_clicking_run_together_each_get_their_own_result(app_url, smollm):
     """Three tabs of one server, three documents, three clicks at once: the runs queue on the one model
     worker and each page ends with its own document's token count and text. Click-to-result times go to
-    test-artifacts/sessions.json (the targets are measured by bench/app_sessions.py, not asserted here)."""
+    test-artifacts/sessions.json (the targets are measured by scripts/bench/app_sessions.py, not asserted here)."""
     import json
 
     from playwright.sync_api import sync_playwright
