@@ -2,7 +2,7 @@
 
 {full, fast} x {logit, logprob, contrast} x min_gap {0, 2} x smooth {off, on} = 24 policy specs,
 each measured on rare-fact retention (one budget) and long-text perplexity (one budget). The
-policies' defaults are then chosen from these results (docs/benchmarks.md).
+policies' defaults are then chosen from these results (docs/policies.md#why-the-defaults-are-what-they-are).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from .specs import PolicySpec
 
 ABLATED_POLICIES = ("counter_causal", "counter_causal_fast")  # all layers, and the fast last-layer variant
 MIN_GAPS = (0, 2)
-SMOOTHING = (0, 5)  # off, and the 5-neighbour window that helped in the method specification's first data point
+SMOOTHING = (0, 5)  # off, and the 5-neighbour window that helped in the specification's first data point (docs/method.md#why-calibrated-scores)
 RETENTION_BUDGET = 0.25
 PERPLEXITY_BUDGET = 128
 # 24 specs x 100 cases would be ~3 CPU-hours; the ablation ranks variants on fact *survival* (the

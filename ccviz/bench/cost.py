@@ -1,7 +1,7 @@
 """Probe ``cost``: refresh cost of counter-causal scoring against one plain causal forward over the same n tokens.
 
-The baseline is what generate's prefill does (``logits_to_keep=1``); the reference code's figures in
-method.md section 5 were measured against a forward that computed *all* logits, so that ratio is
+The baseline is what generate's prefill does (``logits_to_keep=1``); the reference code's figures
+(docs/benchmarks.md#reference-figures) were measured against a forward that computed *all* logits, so that ratio is
 printed too. Targets (issue 3): full <= 1.0x, fast (logit or contrast) <= 0.03x at every n. Also
 reports the H^(L-1) buffer as a percentage of the K/V bytes.
 

@@ -1,4 +1,4 @@
-"""Dependency-free SVG line charts of the benchmark summaries, for the README (the app draws its own).
+"""Dependency-free SVG line charts of the benchmark summaries, for docs/benchmarks.md#reading-the-results (the app draws its own).
 
 One chart per question: survival and accuracy vs budget, perplexity vs budget, refresh cost vs n.
 Plain SVG text, so the figures are reproducible byte for byte and need no plotting library.

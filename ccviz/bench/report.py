@@ -1,4 +1,4 @@
-"""Markdown tables of the benchmark summaries, with where and when they were measured (for the README)."""
+"""Markdown tables of the benchmark summaries, with where and when they were measured (docs/benchmarks.md#results-on-this-machine)."""
 
 from __future__ import annotations
 
