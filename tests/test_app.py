@@ -165,7 +165,7 @@ def test_compare_page_reports_bad_input(app):
     app.selectbox(key="cmp.p1").set_value("snapkv").run()
     app.number_input(key="cmp.p1.snapkv.kernel").set_value(4)
     app.button(key="btn.compare").click().run()
-    assert not app.exception and "kernel must be an odd" in app.error[0].value
+    assert not app.exception and "kernel must be odd" in app.error[0].value
 
 
 def test_traces_page_downloads_runs_and_views_uploaded_traces(app, tiny):
