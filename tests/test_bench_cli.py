@@ -44,7 +44,7 @@ def test_quick_runs_every_task_in_ci_time_on_smollm2(tmp_path):
 
 
 def test_a_rerun_resumes_instead_of_measuring_again(tmp_path):
-    args = ("perplexity", "--quick", "--policy", "sliding", "--out", str(tmp_path))
+    args = ("perplexity", "--quick", "--policy", "sliding", "--model", "tiny-random", "--out", str(tmp_path))
     assert _bench(*args).returncode == 0
     rows = len(load_results(tmp_path)["perplexity"])
     again = _bench(*args)
