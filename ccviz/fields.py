@@ -21,7 +21,7 @@ RULE = "ccviz.rule"  # the metadata key
 @dataclass(frozen=True)
 class Rule:
     """What a field accepts. ``optional``: None is allowed (a default resolved later, e.g. h = J/4);
-    ``words``: strings accepted besides numbers (e.g. ``frozen="auto"``)."""
+    ``words``: strings accepted besides numbers (e.g. ``frozen="auto"``); ``each``: a tuple of such values."""
 
     label: str
     kind: Literal["whole", "number", "flag", "choice"]
@@ -31,9 +31,15 @@ class Rule:
     optional: bool = False
     words: tuple[str, ...] = ()
     odd: bool = False
+    each: bool = False  # the value is a tuple, and the rule applies to each of its items
 
     def check(self, value: Any) -> Any:
         """Return ``value`` if the field accepts it; raise a one-line :class:`CcvizError` otherwise."""
+        if self.each:
+            if not isinstance(value, tuple) or not value:
+                raise CcvizError(f"{self.label} must be a list of one or more values, got {value!r}")
+            single = dataclasses.replace(self, each=False)
+            return tuple(single.check(item) for item in value)
         if value is None and self.optional or value in self.words:
             return value
         if self.kind == "flag":
@@ -73,14 +79,15 @@ def _field(rule: Rule, default: Any) -> Any:
 
 
 def whole(label: str, minimum: int | None = 0, *, default: Any = MISSING, maximum: int | None = None,
-          optional: bool = False, words: tuple[str, ...] = (), odd: bool = False) -> Any:
-    """A whole-number field of at least ``minimum``."""
-    return _field(Rule(label, "whole", minimum, maximum, optional=optional, words=words, odd=odd), default)
+          optional: bool = False, words: tuple[str, ...] = (), odd: bool = False, each: bool = False) -> Any:
+    """A whole-number field of at least ``minimum`` (``each``: a tuple of them)."""
+    return _field(Rule(label, "whole", minimum, maximum, optional=optional, words=words, odd=odd, each=each), default)
 
 
-def number(label: str, minimum: float | None = None, maximum: float | None = None, *, default: Any = MISSING) -> Any:
-    """A finite real-number field (whole numbers are accepted too)."""
-    return _field(Rule(label, "number", minimum, maximum), default)
+def number(label: str, minimum: float | None = None, maximum: float | None = None, *, default: Any = MISSING,
+           each: bool = False) -> Any:
+    """A finite real-number field, whole numbers accepted too (``each``: a tuple of them)."""
+    return _field(Rule(label, "number", minimum, maximum, each=each), default)
 
 
 def flag(label: str, *, default: bool) -> Any:
@@ -99,6 +106,13 @@ def rule_of(cls: type, name: str) -> Rule | None:
         if f.name == name:
             return f.metadata.get(RULE)
     raise KeyError(name)
+
+
+class Validated:
+    """Base of a dataclass whose field rules are checked whenever one is made (``dataclasses.replace`` too)."""
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 def check_fields(obj: Any) -> None:

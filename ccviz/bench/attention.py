@@ -32,7 +32,7 @@ import torch
 from ..capture import ATTENTION_IMPLEMENTATION, install_hooks
 from ..engine import CacheSession, generate
 from ..errors import CcvizError
-from ..fields import check_fields, check_whole, whole
+from ..fields import Validated, whole
 from ..models import LoadedModel, load_model
 from ..prompts import encode_prompt
 from .efficiency import decide, filled_session, forward_seconds
@@ -46,19 +46,14 @@ PLAIN = "full"  # the chunk forward that captures nothing, the baseline of the c
 
 
 @dataclass(frozen=True)
-class AttentionSettings:
-    sizes: tuple[int, ...] = (640, 1280, 2560)
+class AttentionSettings(Validated):
+    sizes: tuple[int, ...] = whole("sizes", 2, default=(640, 1280, 2560), each=True)
     repeats: int = whole("repeats", 1, default=5)
     new_tokens: int = whole("new tokens", 2, default=64)
     chunk: int = whole("chunk size h", 1, default=64)  # of the capture timing and of the decode runs
     document_tokens: int = whole("document tokens", 1, default=1000)
     cache_size: int = whole("cache size J", 1, default=256)  # of the decode runs after the document
     short_cache_size: int = whole("short cache size J", 1, default=512)  # after the short prompt: nothing evicted
-
-    def __post_init__(self) -> None:
-        check_fields(self)
-        for n in self.sizes:
-            check_whole("sizes", n, 2)
 
     @classmethod
     def quick(cls) -> "AttentionSettings":

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import torch
 
-from ..fields import check_fields, check_whole, whole
+from ..fields import Validated, whole
 from ..models import load_model
 from ..scoring import causal_pass, surprise_from_cache
 from .texts import long_document
@@ -26,14 +26,9 @@ CASES = [("full", "logit"), ("full", "contrast"), ("full", "logprob"), ("fast", 
 
 
 @dataclass(frozen=True)
-class CostSettings:
-    sizes: tuple[int, ...] = (640, 1280, 2560)
+class CostSettings(Validated):
+    sizes: tuple[int, ...] = whole("sizes", 2, default=(640, 1280, 2560), each=True)
     repeats: int = whole("repeats", 1, default=5)
-
-    def __post_init__(self) -> None:
-        check_fields(self)
-        for n in self.sizes:
-            check_whole("sizes", n, 2)
 
     @classmethod
     def quick(cls) -> "CostSettings":

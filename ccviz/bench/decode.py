@@ -15,6 +15,7 @@ from typing import Callable
 import pandas as pd
 
 from ..engine import generate
+from ..fields import Validated, whole
 from ..models import LoadedModel
 from .metrics import first_divergence, repeated_ngram_rate
 from .results import ResultTable, write_summary
@@ -34,10 +35,10 @@ NGRAM = 4
 
 
 @dataclass(frozen=True)
-class DecodeSettings:
-    prompts: int = 4
-    max_new_tokens: int = 400
-    budgets: tuple[int, ...] = (64, 128)  # J in tokens (h = J/4); the prompts are about 50 tokens
+class DecodeSettings(Validated):
+    prompts: int = whole("prompts", 1, default=4, maximum=len(PROMPTS))
+    max_new_tokens: int = whole("max new tokens", 1, default=400)
+    budgets: tuple[int, ...] = whole("budgets", 1, default=(64, 128), each=True)  # J in tokens (h = J/4); the prompts are about 50 tokens
 
     @classmethod
     def quick(cls) -> "DecodeSettings":

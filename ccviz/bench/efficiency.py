@@ -21,6 +21,7 @@ import pandas as pd
 import torch
 
 from ..engine import CacheSession, RunConfig, generate
+from ..fields import Validated, whole
 from ..models import LoadedModel, load_model
 from ..policies import select_survivors
 from .processes import fresh_processes
@@ -38,12 +39,12 @@ FILL_STEP = 256  # tokens per forward when filling the cache (bounds the attenti
 
 
 @dataclass(frozen=True)
-class EfficiencySettings:
-    sizes: tuple[int, ...] = (512, 1024, 2048, 4096)
-    repeats: int = 3
-    prompt_tokens: int = 1000
-    new_tokens: int = 300
-    cache_size: int = 256  # J of the end-to-end runs (h = J/4)
+class EfficiencySettings(Validated):
+    sizes: tuple[int, ...] = whole("sizes", 2, default=(512, 1024, 2048, 4096), each=True)
+    repeats: int = whole("repeats", 1, default=3)
+    prompt_tokens: int = whole("prompt tokens", 1, default=1000)
+    new_tokens: int = whole("new tokens", 1, default=300)
+    cache_size: int = whole("cache size J", 1, default=256)  # J of the end-to-end runs (h = J/4)
 
     @classmethod
     def quick(cls) -> "EfficiencySettings":

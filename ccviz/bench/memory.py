@@ -16,7 +16,7 @@ from typing import Any, Callable
 import torch
 
 from ..engine import generate
-from ..fields import check_fields, whole
+from ..fields import Validated, whole
 from ..models import load_model
 from ..policies import make_policy
 from .processes import fresh_processes
@@ -25,7 +25,7 @@ PROMPT = "Write a very long story about a ship."
 
 
 @dataclass(frozen=True)
-class MemorySettings:
+class MemorySettings(Validated):
     short_tokens: int = whole("short new tokens", 1, default=200)
     long_tokens: int = whole("long new tokens", 1, default=800)
     cache_size: int = whole("cache size J", 1, default=128)
@@ -33,7 +33,7 @@ class MemorySettings:
     policies: tuple[str, ...] = ("sliding", "counter_causal_fast", "full")
 
     def __post_init__(self) -> None:
-        check_fields(self)
+        super().__post_init__()
         for name in self.policies:
             make_policy(str(name))  # an unknown name fails now, with the registry's message
 

@@ -16,7 +16,7 @@ from typing import Any, Callable
 import torch
 
 from ..engine import generate
-from ..fields import check_fields, whole
+from ..fields import Validated, whole
 from ..models import load_model
 from ..prompts import encode_prompt
 from .texts import long_document
@@ -26,16 +26,13 @@ PROMPT = "Write a long, detailed story about a lighthouse keeper who finds a mes
 
 
 @dataclass(frozen=True)
-class OverheadSettings:
+class OverheadSettings(Validated):
     repeats: int = whole("repeats", 1, default=5)
     new_tokens: int = whole("new tokens", 2, default=64)  # of the decode comparison
     document_tokens: int = whole("document tokens", 1, default=1000)  # the sliding run's prompt
     sliding_new_tokens: int = whole("sliding new tokens", 1, default=200)
     cache_size: int = whole("cache size J", 1, default=256)  # of the sliding run
     chunk_size: int = whole("chunk size h", 1, default=64)
-
-    def __post_init__(self) -> None:
-        check_fields(self)
 
     @classmethod
     def quick(cls) -> "OverheadSettings":

@@ -17,6 +17,7 @@ import pandas as pd
 import torch
 
 from ..engine import CacheSession, RunConfig, prepare
+from ..fields import Validated, whole
 from ..models import LoadedModel
 from ..policies import Policy
 from .results import ResultTable, write_summary
@@ -50,11 +51,11 @@ def sequence_nll(lm: LoadedModel, text: str, *, policy: str | Policy, cache_size
 
 
 @dataclass(frozen=True)
-class PerplexitySettings:
-    tokens: int = 2048  # per segment of prose
-    segments: int = 4
-    budgets: tuple[int, ...] = (64, 128, 256, 512)  # J in tokens; h = J/4
-    frozen: int | str = "auto"  # "auto": nothing frozen in raw text; 4: attention sinks for every policy
+class PerplexitySettings(Validated):
+    tokens: int = whole("tokens", 2, default=2048)  # per segment of prose
+    segments: int = whole("segments", 1, default=4)
+    budgets: tuple[int, ...] = whole("budgets", 1, default=(64, 128, 256, 512), each=True)  # J in tokens; h = J/4
+    frozen: int | str = whole("frozen", 0, default="auto", words=("auto",))  # "auto": nothing frozen in raw text; 4: attention sinks for every policy
 
     @classmethod
     def quick(cls) -> "PerplexitySettings":

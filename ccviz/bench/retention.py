@@ -17,6 +17,7 @@ from typing import Callable
 import pandas as pd
 
 from ..engine import generate
+from ..fields import Validated, number, whole
 from ..models import LoadedModel
 from .documents import Case, make_case
 from .metrics import answer_matches, cache_before, wilson_interval
@@ -33,13 +34,13 @@ FULL_BUDGET = 1.0  # the full cache is run once per case, recorded as budget 1.0
 
 
 @dataclass(frozen=True)
-class RetentionSettings:
-    cases: int = 100  # survival is measured on all of them
-    accuracy_cases: int = 50  # the first ones also generate an answer
-    words: int = 400  # document body length (about 660 tokens with SmolLM2's tokenizer)
-    budgets: tuple[float, ...] = (0.1, 0.25, 0.5)
-    max_new_tokens: int = 24  # the model restates the question before the value: 12 cut answers short
-    seed: int = 0
+class RetentionSettings(Validated):
+    cases: int = whole("cases", 1, default=100)  # survival is measured on all of them
+    accuracy_cases: int = whole("accuracy cases", 0, default=50)  # the first ones also generate an answer
+    words: int = whole("words", 1, default=400)  # document body length (about 660 tokens with SmolLM2's tokenizer)
+    budgets: tuple[float, ...] = number("budgets", 0, 1, default=(0.1, 0.25, 0.5), each=True)  # J as a share of the document
+    max_new_tokens: int = whole("max new tokens", 1, default=24)  # the model restates the question before the value: 12 cut answers short
+    seed: int = whole("seed", 0, default=0)
 
     @classmethod
     def quick(cls) -> "RetentionSettings":

@@ -13,11 +13,11 @@ import torch
 
 from ..cache import CacheState
 from ..capture import AttentionNeed, Capture
-from ..fields import check_fields
+from ..fields import Validated
 
 
 @dataclass
-class Policy:
+class Policy(Validated):
     """Base class. Subclasses set ``name``, ``summary`` and ``signal`` and implement :meth:`score_candidates`.
 
     (The method is not called ``score`` because ``score`` is an option name of the counter-causal policies.)
@@ -34,9 +34,6 @@ class Policy:
     needs_hidden: ClassVar[bool] = False  # store H^(L-1) next to the cache
     sinks: ClassVar[int] = 0  # leading tokens that are always frozen, whatever ``frozen`` says
     attention: ClassVar[AttentionNeed | None] = None  # real attention weights read in :meth:`observe`
-
-    def __post_init__(self) -> None:
-        check_fields(self)  # each option's rule is declared with its field (ccviz.fields)
 
     def default_recent(self, cache_size: int) -> int:
         """Trailing entries always kept when the user does not say (0 for most policies)."""
