@@ -1,8 +1,5 @@
 """Attention-based policies against the model's own eager attention, and the refresh rule for every policy."""
 
-import subprocess
-import sys
-
 import pytest
 import torch
 import torch.nn.functional as F
@@ -214,20 +211,20 @@ def test_attention_policies_need_a_capturing_model():
     assert generate(lm, "hi", policy="sliding", cache_size=8, max_new_tokens=2).status == "complete"
 
 
-def test_cli_record_all_keeps_every_signal(tmp_path):
+def test_cli_record_all_keeps_every_signal(tmp_path, capsys):
+    from ccviz.cli import main
+
     out = tmp_path / "trace.json"
-    result = subprocess.run(
-        [sys.executable, "-m", "ccviz", "run", "--model", "tiny-random", "--prompt", LONG_PROMPT, "--policy", "h2o",
-         "--cache-size", "16", "--max-new-tokens", "8", "--record", "all", "--out", str(out)],
-        capture_output=True, text=True, timeout=300,
-    )
-    assert result.returncode == 0, result.stderr
+    code = main(["run", "--model", "tiny-random", "--prompt", LONG_PROMPT, "--policy", "h2o", "--cache-size", "16",
+                 "--max-new-tokens", "8", "--record", "all", "--out", str(out)])
+    assert code == 0, capsys.readouterr().err
     trace = Trace.load(out)
     assert trace.config["record"] == "all" and trace.config["recent"] == 8
     assert {"h2o_accumulated", "attention_last", "attention_chunk"} <= set(trace.cycles[-1].scores)
-    bad = subprocess.run([sys.executable, "-m", "ccviz", "run", "--prompt", "hi", "--policy", "h2o", "--cache-size", "8",
-                          "--record", "some"], capture_output=True, text=True, timeout=300)
-    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--record" in bad.stderr
+    capsys.readouterr()
+    assert main(["run", "--prompt", "hi", "--policy", "h2o", "--cache-size", "8", "--record", "some"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--record" in err
 
 
 def test_chunk_attention_sums_every_pass_of_the_chunk(tiny):
