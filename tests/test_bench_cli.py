@@ -43,14 +43,22 @@ def test_quick_runs_every_task_in_ci_time_on_smollm2(tmp_path):
     _every_task_wrote_loadable_results(result, tmp_path)
 
 
-def test_a_rerun_resumes_instead_of_measuring_again(tmp_path):
-    args = ("perplexity", "--quick", "--policy", "sliding", "--model", "tiny-random", "--out", str(tmp_path))
-    assert _bench(*args).returncode == 0
-    rows = len(load_results(tmp_path)["perplexity"])
-    again = _bench(*args)
-    assert again.returncode == 0 and len(load_results(tmp_path)["perplexity"]) == rows
-    changed = _bench(*args, "--set", "tokens=100")
-    assert changed.returncode == 2 and "other settings" in changed.stderr
+def test_a_rerun_resumes_instead_of_measuring_again(tmp_path, capsys):
+    """In this process (three interpreter starts cost more than the runs); torch threads restored after."""
+    import torch
+
+    from ccviz.cli import main
+
+    args = ["bench", "perplexity", "--quick", "--policy", "sliding", "--model", "tiny-random", "--out", str(tmp_path)]
+    threads = torch.get_num_threads()
+    try:
+        assert main(args) == 0
+        rows = len(load_results(tmp_path)["perplexity"])
+        assert main(args) == 0 and len(load_results(tmp_path)["perplexity"]) == rows
+        capsys.readouterr()
+        assert main([*args, "--set", "tokens=100"]) == 2 and "other settings" in capsys.readouterr().err
+    finally:
+        torch.set_num_threads(threads)
 
 
 @pytest.mark.parametrize(
