@@ -131,9 +131,11 @@ def test_a_run_that_fails_keeps_a_loadable_trace_of_every_token_so_far(tiny, tmp
 
 def test_on_refresh_streams_a_loadable_partial_trace_at_every_refresh(tiny):
     seen: list[tuple[int, int]] = []
+    n_prompt = len(encode_prompt(tiny.tokenizer, DOC, chat=True).ids)
 
     def on_refresh(trace: Trace) -> None:
         Trace.from_json(trace.to_json())  # loadable as it stands
+        assert trace.config["prompt_tokens"] == n_prompt  # from the first refresh on (the worker streams the config then)
         seen.append((len(trace.cycles), len(trace.tokens)))
         assert len(trace.tokens) == trace.cycles[-1].step  # every token up to the refresh, none beyond
 

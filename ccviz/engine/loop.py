@@ -63,7 +63,7 @@ def run_generation(
     instance to run instead of a fresh ``config.policy`` (see :class:`CacheSession`).
     """
     prepared = prepare(lm, prompt, config, policy)
-    session = CacheSession(lm, prepared.config, policy=policy, on_refresh=on_refresh)
+    session = CacheSession(lm, prepared.config, policy=policy, on_refresh=on_refresh, prompt_length=len(prepared.prompt_ids))
     prompt_ids, generated = prepared.prompt_ids, []
     try:
         stop_reason = _loop(session, prompt_ids, generated, eos_ids(lm), progress, should_stop)

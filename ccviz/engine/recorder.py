@@ -19,10 +19,13 @@ TIMINGS = ("prefill_seconds", "decode_seconds", "refresh_seconds")
 
 
 class TraceRecorder:
-    def __init__(self, tokenizer: Any, model_name: str, config: dict[str, Any]):
+    def __init__(self, tokenizer: Any, model_name: str, config: dict[str, Any], prompt_length: int | None = None):
+        """``prompt_length``: the prompt's length when known before it is fed (the trace config says it from
+        the first refresh on, as a streamed partial trace needs); otherwise the prefill tokens fed so far."""
         self.started = time.perf_counter()  # total_seconds counts from here
         self.tokenizer = tokenizer
-        self.trace = Trace(config={"model": model_name, **config, "prompt_tokens": 0, "ccviz_version": __version__})
+        self.prompt_length = prompt_length
+        self.trace = Trace(config={"model": model_name, **config, "prompt_tokens": prompt_length or 0, "ccviz_version": __version__})
         self.ids: list[int] = []
         self.prompt_tokens = 0  # tokens fed in the prefill phase come first; every later token is generated
         self.timings = dict.fromkeys(TIMINGS, 0.0)
@@ -58,7 +61,7 @@ class TraceRecorder:
             TokenRecord(t=t, id=i, text=piece, source="prompt" if t < self.prompt_tokens else "generated")
             for t, (i, piece) in enumerate(zip(ids[start:], pieces), start=start)
         )
-        self.trace.config["prompt_tokens"] = self.prompt_tokens
+        self.trace.config["prompt_tokens"] = self.prompt_tokens if self.prompt_length is None else self.prompt_length
         self.trace.timings = {**self.timings, "total_seconds": time.perf_counter() - self.started}
         return self.trace
 

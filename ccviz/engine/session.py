@@ -35,11 +35,12 @@ class CacheSession:
     :func:`ccviz.engine.prepare` resolves it against a chat prompt first). ``policy``: an instance to
     use instead of building ``config.policy`` afresh (one with extra behaviour, e.g. a test's); the
     config still names it. ``on_refresh`` is called with the live trace after every refresh (see
-    :data:`RefreshCallback`).
+    :data:`RefreshCallback`). ``prompt_length``: the prompt's length in tokens when known before it
+    is fed, for the trace config's ``prompt_tokens`` (default: the prefill tokens fed so far).
     """
 
     def __init__(self, lm: LoadedModel, config: RunConfig, *, policy: Policy | None = None,
-                 on_refresh: RefreshCallback | None = None):
+                 on_refresh: RefreshCallback | None = None, prompt_length: int | None = None):
         self.lm = lm
         self.policy: Policy = policy if policy is not None else config.build_policy()
         self.config = config.resolved(self.policy)
@@ -49,7 +50,7 @@ class CacheSession:
         self.cache = CacheState(kv=DynamicCache(), frozen=self.config.frozen)
         self.processed = 0  # tokens fed so far = the position of the next one
         self.phase: Phase = "prefill"
-        self.recorder = TraceRecorder(lm.tokenizer, lm.name, self.config.to_dict())
+        self.recorder = TraceRecorder(lm.tokenizer, lm.name, self.config.to_dict(), prompt_length)
         # The policy and its companions all watch every forward pass; one capture serves them all.
         scorers = companions(self.policy, self.config.chunk_size) if self.config.record == "all" else []
         self.companions: list[Policy] = scorers
