@@ -4,13 +4,14 @@ from pathlib import Path
 
 import streamlit as st
 
-from ccviz.bench.results import RESULTS_ENV, results_dir
+from ccviz.bench.results import PUBLISHED, RESULTS_ENV, results_dir
 from ccviz.ui.bench_commands import display_path
 from ccviz.ui.bench_results import command_for_all, load_sections, result_folders
 from ccviz.ui.bench_views import section_view
 
 st.title("Benchmarks")
-folders = [str(path) for path in result_folders(results_dir())]  # $CCVIZ_BENCH_RESULTS, else ./bench/results
+# $CCVIZ_BENCH_RESULTS, else the results published with this app, wherever the server was started from
+folders = [str(path) for path in result_folders(results_dir(default=Path(__file__).resolve().parents[1] / PUBLISHED))]
 folder = Path(st.selectbox(
     "Results folder", folders, format_func=lambda path: display_path(Path(path)), key="bench.folder",
     help="The published run, and the follow-up measurements kept in folders next to it (each with its own command).",

@@ -122,8 +122,15 @@ def _cmd_policies() -> None:
         print(f"{name:<{width}}  {cls.summary}")
 
 
+def _save(trace, path: Path) -> None:
+    try:
+        trace.save(path)
+    except OSError as err:
+        raise CcvizError(f"cannot write {path}: {err.strerror or err}") from None
+
+
 def _cmd_run(args: argparse.Namespace) -> None:
-    from .engine import RunConfig, run_generation
+    from .engine import GenerationFailed, RunConfig, run_generation
     from .models import load_model
 
     prompt = _read_prompt(args)
@@ -137,16 +144,19 @@ def _cmd_run(args: argparse.Namespace) -> None:
     bar = _ProgressBar()
     try:
         trace = run_generation(lm, prompt, config, progress=bar)
+    except GenerationFailed as err:  # nothing computed is lost: the partial trace is saved where asked
+        kept = ""
+        if args.out is not None:
+            _save(err.trace, args.out)
+            kept = f"; its {len(err.trace.cycles)} completed refreshes are saved in {args.out}"
+        raise CcvizError(f"the run failed part-way ({err}){kept}") from None
     finally:
         bar.close()
     print(trace.output_text)
     print("---")
     print(_summary(trace))
     if args.out is not None:
-        try:
-            trace.save(args.out)
-        except OSError as err:
-            raise CcvizError(f"cannot write {args.out}: {err.strerror or err}") from None
+        _save(trace, args.out)
         print(f"trace saved to {args.out}")
 
 

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .choices import PHASES, SOURCES, STATUSES
+from .choices import PHASES, SOURCES, STATUSES, Phase, Source, Status
 from .envvars import env_int
 from .errors import CcvizError
 
@@ -33,7 +33,7 @@ class TokenRecord:
     t: int
     id: int
     text: str
-    source: str
+    source: Source
 
 
 @dataclass
@@ -46,7 +46,7 @@ class Cycle:
 
     index: int
     step: int
-    phase: str
+    phase: Phase
     candidates: list[int]
     kept: list[int]
     scores: dict[str, list[float]]
@@ -61,7 +61,7 @@ class Trace:
     output_text: str = ""
     timings: dict[str, float] = field(default_factory=dict)
     peak_cache_length: int = 0
-    status: str = "complete"
+    status: Status = "complete"
     stop_reason: str = ""
     error: str | None = None
     schema_version: int = SCHEMA_VERSION

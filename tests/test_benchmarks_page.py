@@ -222,3 +222,16 @@ def test_page_on_an_empty_folder_says_which_command_produces_results(monkeypatch
     assert f"python -m ccviz bench all --out {tmp_path}" in at.info[0].value
     assert _commands(at) == [f"python -m ccviz bench {task} --out {tmp_path}"
                              for task in ("retention", "perplexity", "decode", "efficiency", "ablation")]
+
+
+def test_page_reads_the_published_results_wherever_the_server_started(monkeypatch, tmp_path):
+    """Without CCVIZ_BENCH_RESULTS the page shows bench/results next to app.py, not under the working directory."""
+    monkeypatch.delenv("CCVIZ_BENCH_RESULTS", raising=False)
+    monkeypatch.setenv("CCVIZ_MODEL", "tiny-random")
+    monkeypatch.chdir(tmp_path)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.run()
+    at.switch_page("app_pages/benchmarks.py").run()
+    assert not at.exception and not at.error
+    assert at.selectbox(key="bench.folder").value == str(ROOT / "bench" / "results")
+    assert [tab.label for tab in at.tabs][0] == "Rare-fact retention"

@@ -55,6 +55,18 @@ def test_plugins_add_policies_and_a_broken_one_is_one_line():
     )
 
 
+def test_a_run_failing_part_way_is_one_line_and_its_partial_trace_is_saved(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(TESTS), "CCVIZ_PLUGINS": "failing_policy"}
+    out = tmp_path / "partial.json"
+    failed = _cli("run", "--model", "tiny-random", "--prompt", "word " * 40, "--policy", "breaks_at_refresh", "--option",
+                  "fail_at=3", "--cache-size", "8", "--chunk-size", "4", "--out", str(out), env=env)
+    assert failed.returncode == 2 and failed.stderr.count("\n") == 1, failed.stderr
+    assert failed.stderr.startswith("ccviz: error: the run failed part-way (RuntimeError: injected failure)")
+    assert f"its 2 completed refreshes are saved in {out}" in failed.stderr
+    partial = Trace.load(out)
+    assert partial.status == "error" and len(partial.cycles) == 2
+
+
 def test_run_prints_text_and_summary_and_saves_trace(tmp_path):
     out = tmp_path / "trace.json"
     result = _cli("run", "--prompt", "What is the capital of France?", "--policy", "sliding", "--cache-size", "16",

@@ -29,7 +29,7 @@ BAD = {
     "temperature": [("hot", "temperature must be a finite number"), (math.nan, "temperature must be a finite number"),
                     (0.0, "temperature must be above 0 when sampling")],
     "top_p": [(1.5, "top-p must be in (0, 1]"), (math.inf, "top-p must be a finite number")],
-    "seed": [(-1, "seed must be at least 0"), (1.5, "seed must be a whole number")],
+    "seed": [(-1, "seed must be at least 0"), (1.5, "seed must be a whole number"), (2**70, "seed must be at most")],
     "prefill_step": [(0, "prefill step must be at least 1")],
     "stop_at_eos": [(None, "stop_at_eos must be true or false")],
     "record": [("everything", "record must be one of policy, all")],
@@ -72,6 +72,40 @@ def test_resolving_makes_every_default_concrete_and_is_idempotent(tiny):
     assert rule_of(RunConfig, "cache_size").minimum == 1  # the bound the app's widget uses
 
 
+def test_attention_sinks_are_bounded_by_the_prompt_once(tiny):
+    """A 1-token raw prompt under StreamingLLM freezes that one token, not 4, and its trace re-runs."""
+    trace = generate(tiny, "hi", policy="streaming_llm", cache_size=4, chunk_size=2, chat=False, max_new_tokens=8, stop_at_eos=False)
+    assert trace.config["frozen"] == trace.prompt_length == 1
+    assert [len(c.kept) for c in trace.cycles] == [2, 4, 5, 5]  # generated tokens stay evictable
+    assert [c.kept for c in run_generation(tiny, "hi", RunConfig.from_trace(trace)).cycles] == [c.kept for c in trace.cycles]
+
+
+@pytest.mark.parametrize("ids, phase, message", [
+    ([], "prefill", "at least one token"), (["a"], "prefill", "token ids must be whole numbers"),
+    ([1.5], "prefill", "token ids must be whole numbers"), ([True], "prefill", "token ids must be whole numbers"),
+    ([10**6], "prefill", "token ids must be whole numbers from 0 to"), ([1], "later", "phase must be one of prefill, decode"),
+])
+def test_a_bad_feed_is_refused_before_any_model_work(tiny, ids, phase, message):
+    session = CacheSession(tiny, RunConfig(policy="sliding", cache_size=8, chat=False))
+    with pytest.raises(CcvizError, match=message):
+        session.feed(ids, phase=phase)
+    assert session.processed == len(session.cache) == len(session.trace.tokens) == 0
+
+
+def test_prefill_after_decode_and_a_mismatched_instance_are_refused(tiny):
+    from ccviz import make_policy
+
+    session = CacheSession(tiny, RunConfig(policy="sliding", cache_size=8, chat=False))
+    session.feed([1, 2], phase="decode")
+    with pytest.raises(CcvizError, match="cannot be fed after generated ones"):
+        session.feed([3])
+    assert len(session.cache) == len(session.trace.tokens) == 2
+    with pytest.raises(CcvizError, match="the policy instance is 'tova' but the config names 'sliding'"):
+        CacheSession(tiny, RunConfig(policy="sliding", cache_size=8), policy=make_policy("tova"))
+    with pytest.raises(CcvizError, match="not as policy_options as well"):
+        generate(tiny, "hi", policy=make_policy("snapkv"), policy_options={"window": 3}, cache_size=8)
+
+
 def test_the_trace_config_round_trips_and_reruns_the_same_run(tiny, tmp_path):
     config = RunConfig(policy="counter_causal_fast", cache_size=12, chunk_size=3, frozen=2, recent=2, max_new_tokens=9,
                        do_sample=True, temperature=0.9, top_p=0.8, seed=7, prefill_step=2, stop_at_eos=False, record="all",
@@ -101,5 +135,3 @@ def test_a_session_fed_token_by_token_matches_generate(tiny):
     for ours, theirs in zip(fed, reference.cycles):  # one query at a time vs h at once: float rounding only
         torch.testing.assert_close(torch.tensor(ours.scores["attention_last"]), torch.tensor(theirs.scores["attention_last"]))
     assert reference.tokens[-1].id == int(logits.argmax())
-    with pytest.raises(CcvizError, match="at least one token"):
-        session.feed([])

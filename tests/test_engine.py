@@ -72,8 +72,12 @@ def test_refresh_invariants_sliding(tiny):
 def test_cache_entries_keep_their_ids_and_positions(tiny):
     prepared = prepare(tiny, LONG_PROMPT, RunConfig(policy="streaming_llm", cache_size=16, chunk_size=4, frozen=0, chat=False))
     session = CacheSession(tiny, prepared.config)
-    session.feed(prepared.prompt_ids[:-2])  # the last pass ends off a refresh boundary
+    ids = prepared.prompt_ids
+    session.feed(ids[: len(ids) // 4 * 4 - 2])  # the last pass ends off a refresh boundary
+    for token in ids[:5]:  # and some decode steps: positions keep counting, tokens are "generated"
+        session.feed([token], phase="decode")
     trace = session.trace
+    assert session.processed % 4 != 0 and trace.tokens[-1].source == "generated"
     all_ids = torch.tensor([tok.id for tok in trace.tokens])
     state = session.cache
     assert trace.config["frozen"] == 4  # the sinks

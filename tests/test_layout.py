@@ -3,8 +3,6 @@
 import ast
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 ENGINE = ROOT / "ccviz" / "engine"
 SOURCES = sorted(

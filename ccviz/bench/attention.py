@@ -69,10 +69,9 @@ def _chunk_then_refresh(session: CacheSession, chunk: list[int], keep: int | Non
     """Seconds of one chunk forward (+ capture and observe: the session's own time of the pass) and of the
     refresh decision that follows (none without ``keep``); the chunk is evicted again after."""
     n = len(session.cache)
-    timings = session.recorder.timings
-    before = timings["prefill_seconds"]
+    before = session.trace.timings["prefill_seconds"]
     session.feed(chunk)
-    forwarded = timings["prefill_seconds"] - before
+    forwarded = session.trace.timings["prefill_seconds"] - before
     started = time.perf_counter()
     if keep is not None:
         decide(session, keep)

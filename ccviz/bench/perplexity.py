@@ -36,8 +36,9 @@ def sequence_nll(lm: LoadedModel, text: str, *, policy: str | Policy, cache_size
     every policy that many never-evicted leading tokens."""
     config = RunConfig.of(policy, cache_size=cache_size, chunk_size=chunk_size, frozen=frozen, chat=False,
                           max_new_tokens=1, policy_options=policy_options)
-    prepared = prepare(lm, text, config)
-    session = CacheSession(lm, prepared.config)
+    instance = policy if isinstance(policy, Policy) else None  # a built policy is what runs
+    prepared = prepare(lm, text, config, instance)
+    session = CacheSession(lm, prepared.config, policy=instance, prompt_length=len(prepared.prompt_ids))
     ids = prepared.prompt_ids
     total, count = 0.0, 0
     while session.processed < len(ids) - 1:  # each pass ends where a refresh happens, or at the text's end

@@ -31,12 +31,13 @@ RESULTS_ENV = "CCVIZ_BENCH_RESULTS"
 PUBLISHED = Path("bench") / "results"  # under the working directory: the app and the harness run from the repository root
 
 
-def results_dir(quick: bool = False, *, environ: Mapping[str, str] | None = None) -> Path:
-    """The results folder when ``--out`` names none: ``$CCVIZ_BENCH_RESULTS``, else ``bench/results`` under
-    the working directory; with ``quick``, its ``quick`` folder. ``environ``: read instead of ``os.environ``
-    (``{}``: the folder a plain command writes to in a shell that sets nothing)."""
+def results_dir(quick: bool = False, *, environ: Mapping[str, str] | None = None, default: Path | None = None) -> Path:
+    """The results folder when ``--out`` names none: ``$CCVIZ_BENCH_RESULTS``, else ``default`` (the app:
+    the results published with it), else ``bench/results`` under the working directory; with ``quick``,
+    its ``quick`` folder. ``environ``: read instead of ``os.environ`` (``{}``: the folder a plain command
+    writes to in a shell that sets nothing)."""
     raw = (os.environ if environ is None else environ).get(RESULTS_ENV, "").strip()
-    base = Path(raw).expanduser() if raw else Path.cwd() / PUBLISHED
+    base = Path(raw).expanduser() if raw else default or Path.cwd() / PUBLISHED
     return base / "quick" if quick else base
 
 

@@ -46,7 +46,7 @@ class RunConfig:
     do_sample: bool = flag("do_sample", default=False)
     temperature: float = number("temperature", default=1.0)
     top_p: float = number("top-p", default=1.0)
-    seed: int | None = whole("seed", 0, default=None, optional=True)
+    seed: int | None = whole("seed", 0, default=None, optional=True, maximum=2**63 - 1)  # torch's generator range
     prefill_step: int | None = whole("prefill step", 1, default=None, optional=True)
     stop_at_eos: bool = flag("stop_at_eos", default=True)
     record: Record = choice("record", RECORDS, default="policy")
@@ -70,8 +70,9 @@ class RunConfig:
     def of(cls, policy: str | Policy, **settings: Any) -> "RunConfig":
         """A config from a policy name or a built policy (whose name and options are taken)."""
         if isinstance(policy, Policy):
-            options = {**policy.options(), **dict(settings.pop("policy_options", None) or {})}
-            return cls(policy=policy.name, policy_options=options, **settings)
+            if settings.pop("policy_options", None):
+                raise CcvizError("give a built policy's options when building it, not as policy_options as well")
+            return cls(policy=policy.name, policy_options=policy.options(), **settings)
         return cls(policy=policy, policy_options=settings.pop("policy_options", None) or (), **settings)
 
     @property

@@ -5,7 +5,7 @@ cache: the frozen prefix plus the J best-scored candidates survive (the last ``r
 them), one decision for all layers and heads (docs/method.md#the-refresh). Positions are the
 original absolute positions, passed explicitly forever, so evicting entries never renumbers
 anything. :func:`ccviz.generate` is a loop over a session; teacher-forced perplexity, the efficiency
-measures and the benchmark scripts drive one directly.
+measures and the benchmark probes drive one directly.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import torch
 
 from ..cache import CacheState
 from ..capture import CAPTURE_KWARG, Capture, captures_attention, install_hooks
-from ..choices import Phase
+from ..choices import PHASES, Phase
 from ..errors import CcvizError
 from ..models import LoadedModel
 from ..policies import Policy, select_survivors
@@ -43,12 +43,15 @@ class CacheSession:
                  on_refresh: RefreshCallback | None = None, prompt_length: int | None = None):
         self.lm = lm
         self.policy: Policy = policy if policy is not None else config.build_policy()
-        self.config = config.resolved(self.policy)
+        if policy is not None and policy.name != config.policy:
+            raise CcvizError(f"the policy instance is {policy.name!r} but the config names {config.policy!r}")
+        self.config = config.resolved(self.policy, prompt_tokens=prompt_length)  # sinks bounded by the prompt, as in prepare
         self.on_refresh = on_refresh
         from transformers import DynamicCache
 
         self.cache = CacheState(kv=DynamicCache(), frozen=self.config.frozen)
         self.processed = 0  # tokens fed so far = the position of the next one
+        self.vocab_size = int(lm.model.get_input_embeddings().num_embeddings)
         self.phase: Phase = "prefill"
         self.recorder = TraceRecorder(lm.tokenizer, lm.name, self.config.to_dict(), prompt_length)
         # The policy and its companions all watch every forward pass; one capture serves them all.
@@ -86,6 +89,16 @@ class CacheSession:
         ids = list(token_ids)
         if not ids:
             raise CcvizError("feed needs at least one token id")
+        if phase not in PHASES:
+            raise CcvizError(f"phase must be one of {', '.join(PHASES)}, got {phase!r}")
+        if phase == "prefill" and self.phase == "decode":
+            raise CcvizError("prompt tokens cannot be fed after generated ones (phase='prefill' after 'decode')")
+        try:
+            tokens = torch.tensor(ids)
+        except (TypeError, ValueError, RuntimeError):
+            tokens = None
+        if tokens is None or tokens.dtype != torch.long or int(tokens.min()) < 0 or int(tokens.max()) >= self.vocab_size:
+            raise CcvizError(f"token ids must be whole numbers from 0 to {self.vocab_size - 1}, got {ids[:8]!r}...")
         limit = self.lm.max_positions
         if self.processed + len(ids) > limit:
             raise CcvizError(f"{self.processed + len(ids)} tokens exceed the model's context of {limit} positions")
@@ -93,17 +106,16 @@ class CacheSession:
         outputs, start = [], 0
         while start < len(ids):
             end = start + self.next_pass_length()
-            outputs.append(self._forward(ids[start:end], all_logits))
+            outputs.append(self._forward(ids[start:end], tokens[start:end], all_logits))
             start = end
             if self.processed % self.config.chunk_size == 0:
                 self.refresh()
         return torch.cat(outputs) if all_logits else outputs[-1]
 
     @torch.inference_mode()
-    def _forward(self, ids: list[int], all_logits: bool) -> torch.Tensor:
+    def _forward(self, ids: list[int], tok: torch.Tensor, all_logits: bool) -> torch.Tensor:
         model = self.lm.model
         started = time.perf_counter()
-        tok = torch.tensor(ids, dtype=torch.long)
         pos = torch.arange(self.processed, self.processed + len(ids), dtype=torch.long)
         capture = Capture.for_needs(model, self.attention_needs, hidden=self.needs_hidden)
         out = model(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from ..choices import DTYPES
+from ..choices import DTYPES, Device, Dtype
 from ..errors import CcvizError
 from .embedded import DEFAULT_MODEL, converted_default, quiet_transformers
 from .loaded import TINY_MODEL, LoadedModel
@@ -42,7 +42,7 @@ def _resolve_device(device: str) -> torch.device:
     return torch.device(device)
 
 
-def load_model(name_or_path: str | None = None, *, device: str = "cpu", dtype: str = "float32") -> LoadedModel:
+def load_model(name_or_path: str | None = None, *, device: Device | str = "cpu", dtype: Dtype = "float32") -> LoadedModel:
     """Load a model for ccviz: ``None`` is the embedded SmolLM2, else a local checkpoint folder.
 
     ``dtype`` applies to the weights only; every score ccviz computes is float32 regardless.

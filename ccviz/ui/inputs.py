@@ -83,12 +83,13 @@ def _option_input(spec, key: str) -> Any:
     label = spec.name.replace("_", " ")
     if spec.kind == "bool":
         return st.checkbox(label, value=spec.default, key=key, persist_state=SESSION)
-    if spec.kind == "int":
-        return int(st.number_input(label, value=spec.default, min_value=spec.minimum, max_value=spec.maximum, step=1, key=key,
-                                   persist_state=SESSION))
-    if spec.kind == "float":
-        return float(st.number_input(label, value=spec.default, min_value=spec.minimum, max_value=spec.maximum, key=key,
-                                     format="%.4g", persist_state=SESSION))
+    if spec.kind in ("int", "float"):  # Streamlit wants the value and its bounds of one type
+        cast = int if spec.kind == "int" else float
+        low, high = (None if bound is None else cast(bound) for bound in (spec.minimum, spec.maximum))
+        default = None if spec.default is None else cast(spec.default)
+        value = st.number_input(label, value=default, min_value=low, max_value=high, key=key, persist_state=SESSION,
+                                **({"step": 1} if spec.kind == "int" else {"format": "%.4g"}))
+        return None if value is None else cast(value)
     if spec.kind == "choice":
         return st.selectbox(label, spec.choices, index=spec.choices.index(spec.default), key=key, persist_state=SESSION)
     return st.text_input(label, value="" if spec.default is None else str(spec.default), key=key, persist_state=SESSION)

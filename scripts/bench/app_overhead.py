@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from ccviz import generate, load_model
+from ccviz import RunConfig, load_model, run_generation
 from ccviz.bench.timing import header
 from ccviz.ui.jobs import Job, ResultStore, RunTask
 from ccviz.worker import ModelWorker
@@ -91,12 +91,12 @@ def main() -> None:
     args = parser.parse_args()
     lm = load_model()
     worker = ModelWorker()
-    task = RunTask(model=lm.name, prompt=DOCUMENT.read_text(encoding="utf-8"), policy="counter_causal_fast", cache_size=128, chunk_size=32)
-    kwargs = task.kwargs()
+    config = RunConfig(policy="counter_causal_fast", cache_size=128, chunk_size=32, max_new_tokens=64)
+    task = RunTask(lm.name, DOCUMENT.read_text(encoding="utf-8"), config)
     assert worker.wait_ready(600).ready, worker.status().message
 
     def direct() -> None:
-        generate(lm, task.prompt, **kwargs)
+        run_generation(lm, task.prompt, config)
 
     def job_path() -> None:
         job = Job([task], worker, ResultStore()).start()  # a fresh store: nothing comes from a cache
@@ -117,7 +117,7 @@ def main() -> None:
     medians = {}
     for label, fn, load in in_process:
         medians[label] = statistics.median(timed(fn, load) for _ in range(args.repeats))
-    trace = generate(lm, task.prompt, **kwargs)
+    trace = run_generation(lm, task.prompt, config)
     collect_before = collect_ms()
     del lm  # the server holds no model, and freezes what it has imported (ccviz.ui.model.shared_worker)
     gc.collect()
