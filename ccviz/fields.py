@@ -50,10 +50,10 @@ class Rule:
             if value not in self.choices:
                 raise CcvizError(f"{self.label} must be one of {', '.join(map(str, self.choices))}, got {value!r}")
             return value
-        if self.kind == "whole" and not _is_whole(value):
+        if self.kind == "whole" and not is_whole(value):
             also = "".join(f" or {word!r}" for word in self.words)
             raise CcvizError(f"{self.label} must be a whole number{also}, got {value!r}")
-        if self.kind == "number" and not (_is_number(value) and math.isfinite(value)):
+        if self.kind == "number" and not (is_number(value) and math.isfinite(value)):
             raise CcvizError(f"{self.label} must be a finite number, got {value!r}")
         if self.minimum is not None and value < self.minimum:
             raise CcvizError(f"{self.label} must be at least {self.minimum}, got {value}")
@@ -64,11 +64,13 @@ class Rule:
         return value
 
 
-def _is_whole(value: Any) -> bool:
+def is_whole(value: Any) -> bool:
+    """A whole number, and not a bool (which Python counts as one)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _is_number(value: Any) -> bool:
+def is_number(value: Any) -> bool:
+    """An int or float, and not a bool."""
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 

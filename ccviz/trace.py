@@ -16,6 +16,7 @@ from typing import Any
 from .choices import PHASES, SOURCES, STATUSES, Phase, Source, Status
 from .envvars import env_int
 from .errors import CcvizError
+from .fields import is_number, is_whole
 
 SCHEMA_VERSION = 1
 MAX_TRACE_MB_ENV = "CCVIZ_MAX_TRACE_MB"
@@ -136,9 +137,9 @@ class Trace:
         timings = data["timings"]
         _expect(isinstance(timings, dict), "'timings' must be an object")
         for name, value in timings.items():
-            _expect(_is_number(value) and math.isfinite(value), f"timings.{name} must be a finite number")
+            _expect(is_number(value) and math.isfinite(value), f"timings.{name} must be a finite number")
         _expect(isinstance(data["output_text"], str), "'output_text' must be a string")
-        _expect(_is_int(data["peak_cache_length"]) and data["peak_cache_length"] >= 0, "'peak_cache_length' must be a non-negative integer")
+        _expect(is_whole(data["peak_cache_length"]) and data["peak_cache_length"] >= 0, "'peak_cache_length' must be a non-negative integer")
         _expect(data["status"] in STATUSES, f"'status' must be one of {', '.join(STATUSES)}")
         _expect(isinstance(data["stop_reason"], str), "'stop_reason' must be a string")
         error = data.get("error")
@@ -177,14 +178,6 @@ def _expect(condition: bool, message: str) -> None:
         raise CcvizError(f"not a valid ccviz trace: {message}")
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def _list(value: Any, where: str) -> list:
     _expect(isinstance(value, list), f"{where!r} must be a list")
     return value
@@ -194,8 +187,8 @@ def _token(i: int, raw: Any) -> TokenRecord:
     _expect(isinstance(raw, dict), f"tokens[{i}] must be an object")
     for key in ("t", "id", "text", "source"):
         _expect(key in raw, f"tokens[{i}] is missing {key!r}")
-    _expect(raw["t"] == i and _is_int(raw["t"]), f"tokens[{i}].t must be {i} (tokens are stored in position order)")
-    _expect(_is_int(raw["id"]) and raw["id"] >= 0, f"tokens[{i}].id must be a non-negative integer")
+    _expect(raw["t"] == i and is_whole(raw["t"]), f"tokens[{i}].t must be {i} (tokens are stored in position order)")
+    _expect(is_whole(raw["id"]) and raw["id"] >= 0, f"tokens[{i}].id must be a non-negative integer")
     _expect(isinstance(raw["text"], str), f"tokens[{i}].text must be a string")
     _expect(raw["source"] in SOURCES, f"tokens[{i}].source must be 'prompt' or 'generated'")
     return TokenRecord(t=raw["t"], id=raw["id"], text=raw["text"], source=raw["source"])
@@ -203,7 +196,7 @@ def _token(i: int, raw: Any) -> TokenRecord:
 
 def _timesteps(value: Any, where: str, n_tokens: int) -> list[int]:
     items = _list(value, where)
-    _expect(all(_is_int(t) and 0 <= t < n_tokens for t in items), f"{where} must hold timesteps between 0 and {n_tokens - 1}")
+    _expect(all(is_whole(t) and 0 <= t < n_tokens for t in items), f"{where} must hold timesteps between 0 and {n_tokens - 1}")
     _expect(all(a < b for a, b in zip(items, items[1:])), f"{where} must be in increasing position order")
     return items
 
@@ -211,7 +204,7 @@ def _timesteps(value: Any, where: str, n_tokens: int) -> list[int]:
 def _score(value: Any, where: str) -> float:
     if value in ("inf", "-inf"):
         return float(value)
-    _expect(_is_number(value) and math.isfinite(value), f"{where} must be a finite number, \"inf\" or \"-inf\"")
+    _expect(is_number(value) and math.isfinite(value), f"{where} must be a finite number, \"inf\" or \"-inf\"")
     return float(value)
 
 
@@ -220,8 +213,8 @@ def _cycle(i: int, raw: Any, n_tokens: int) -> Cycle:
     _expect(isinstance(raw, dict), f"{where} must be an object")
     for key in ("index", "step", "phase", "candidates", "kept", "scores", "seconds"):
         _expect(key in raw, f"{where} is missing {key!r}")
-    _expect(raw["index"] == i and _is_int(raw["index"]), f"{where}.index must be {i}")
-    _expect(_is_int(raw["step"]) and 0 < raw["step"] <= n_tokens, f"{where}.step must be between 1 and {n_tokens}")
+    _expect(raw["index"] == i and is_whole(raw["index"]), f"{where}.index must be {i}")
+    _expect(is_whole(raw["step"]) and 0 < raw["step"] <= n_tokens, f"{where}.step must be between 1 and {n_tokens}")
     _expect(raw["phase"] in PHASES, f"{where}.phase must be 'prefill' or 'decode'")
     candidates = _timesteps(raw["candidates"], f"{where}.candidates", n_tokens)
     kept = _timesteps(raw["kept"], f"{where}.kept", n_tokens)
@@ -232,7 +225,7 @@ def _cycle(i: int, raw: Any, n_tokens: int) -> Cycle:
         values = _list(values, f"{where}.scores.{name}")
         _expect(len(values) == len(candidates), f"{where}.scores.{name} has {len(values)} values for {len(candidates)} candidates")
         scores[name] = [_score(v, f"{where}.scores.{name}[{j}]") for j, v in enumerate(values)]
-    _expect(_is_number(raw["seconds"]) and math.isfinite(raw["seconds"]) and raw["seconds"] >= 0, f"{where}.seconds must be a non-negative number")
+    _expect(is_number(raw["seconds"]) and math.isfinite(raw["seconds"]) and raw["seconds"] >= 0, f"{where}.seconds must be a non-negative number")
     return Cycle(
         index=raw["index"], step=raw["step"], phase=raw["phase"], candidates=candidates, kept=kept,
         scores=scores, seconds=float(raw["seconds"]),
