@@ -1,4 +1,5 @@
-"""Per-forward capture of internal tensors: H^(L-1), and real attention weights for the policies that read them.
+"""Per-forward capture of internal tensors: residual-stream rows (H^(l), the input of layer l), and real attention
+weights for the policies that read them.
 
 A :class:`Capture` travels through the model's ``**kwargs`` (transformers hands them down to every
 decoder layer and to the attention function), so the hooks installed once on the shared model only
@@ -45,15 +46,15 @@ class AttentionNeed:
 class Capture:
     """What one forward pass should record, and what it recorded."""
 
-    hidden: bool = False
-    hidden_states: torch.Tensor | None = None  # [chunk, d_model]: the residual stream entering the last layer
+    residual_layers: tuple[int, ...] = ()  # layers whose input rows H^(l) to record
+    residuals: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> [chunk, d_model], the stream entering it
     # layer -> the row counts asked for (newest query rows; None: every query of the pass)
     attention_rows: dict[int, tuple[int | None, ...]] = field(default_factory=dict)
     # (layer, rows) -> [rows, cache length] float32: attention weights averaged over all query heads
     attention: dict[tuple[int, int | None], torch.Tensor] = field(default_factory=dict)
 
     @classmethod
-    def for_needs(cls, model: torch.nn.Module, needs: Iterable[AttentionNeed], hidden: bool = False) -> "Capture":
+    def for_needs(cls, model: torch.nn.Module, needs: Iterable[AttentionNeed], residual_layers: Iterable[int] = ()) -> "Capture":
         """A capture serving every need; each need gets its own tensor, computed exactly as if it were alone.
 
         (Reading one row out of a bigger computation can differ in the last bit, and a recorded
@@ -64,7 +65,7 @@ class Capture:
         for need in needs:
             for layer in range(last + 1) if need.layers == "all" else (last,):
                 rows.setdefault(layer, set()).add(need.rows)
-        return cls(hidden=hidden, attention_rows={layer: tuple(r) for layer, r in rows.items()})
+        return cls(residual_layers=tuple(sorted(set(residual_layers))), attention_rows={layer: tuple(r) for layer, r in rows.items()})
 
     def weights(self, model: torch.nn.Module, need: AttentionNeed, layer: int = -1) -> torch.Tensor:
         """[rows, cache length]: what ``need`` asked for at ``layer`` (negative: from the end) in this pass."""
@@ -114,11 +115,16 @@ def _attention_forward(module: torch.nn.Module, query, key, value, attention_mas
     return sdpa_attention_forward(module, query, key, value, attention_mask, *args, **kwargs)
 
 
-def _record_last_layer_input(module, args, kwargs) -> None:
-    capture = kwargs.get(CAPTURE_KWARG)
-    if capture is not None and capture.hidden:
-        hidden = args[0] if args else kwargs["hidden_states"]
-        capture.hidden_states = hidden[0]
+def _layer_input_recorder(index: int):
+    """A forward pre-hook for decoder layer ``index``: records its input rows when the running capture asks."""
+
+    def record(module, args, kwargs) -> None:
+        capture = kwargs.get(CAPTURE_KWARG)
+        if capture is not None and index in capture.residual_layers:
+            hidden = args[0] if args else kwargs["hidden_states"]
+            capture.residuals[index] = hidden[0]
+
+    return record
 
 
 def _use_capturing_attention(model: torch.nn.Module) -> None:
@@ -138,7 +144,8 @@ def install_hooks(model: torch.nn.Module) -> None:
     with _install_lock:
         if getattr(model, "_ccviz_hooks_installed", False):
             return
-        decoder_layers(model)[-1].register_forward_pre_hook(_record_last_layer_input, with_kwargs=True)
+        for index, layer in enumerate(decoder_layers(model)):
+            layer.register_forward_pre_hook(_layer_input_recorder(index), with_kwargs=True)
         _use_capturing_attention(model)
         model._ccviz_hooks_installed = True
 

@@ -16,6 +16,8 @@ Device = Literal["cpu", "cuda", "auto"]
 Dtype = Literal["float32", "float16", "bfloat16"]
 Variant = Literal["full", "fast", "fast_mlp"]  # which layers the counter-causal pass re-runs (docs/method.md)
 SurpriseScore = Literal["logit", "logprob", "contrast"]
+Granularity = Literal["token", "word", "sentence"]  # the unit a refresh keeps or evicts whole (ccviz.units)
+Pool = Literal["max", "mean"]  # how a unit's score is made from its tokens' scores
 
 RECORDS: tuple[str, ...] = get_args(Record)
 PHASES: tuple[str, ...] = get_args(Phase)
@@ -25,3 +27,5 @@ DEVICES: tuple[str, ...] = get_args(Device)
 DTYPES: tuple[str, ...] = get_args(Dtype)
 VARIANTS: tuple[str, ...] = get_args(Variant)
 SURPRISE_SCORES: tuple[str, ...] = get_args(SurpriseScore)
+GRANULARITIES: tuple[str, ...] = get_args(Granularity)
+POOLS: tuple[str, ...] = get_args(Pool)

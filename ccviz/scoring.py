@@ -26,18 +26,75 @@ from .fields import check_whole
 _LOGSUMEXP_ROWS = 256  # rows per vocabulary projection in `logprob`: bounds memory to rows x vocab floats
 
 
-def check_options(variant: Variant, score: SurpriseScore, min_gap: int) -> None:
+def check_options(variant: Variant, score: SurpriseScore, min_gap: int, from_layer: int = 0, window: int = 0) -> None:
     if variant not in VARIANTS:
         raise CcvizError(f"unknown variant {variant!r}: use one of {', '.join(VARIANTS)}")
     if score not in SURPRISE_SCORES:
         raise CcvizError(f"unknown score {score!r}: use one of {', '.join(SURPRISE_SCORES)}")
     check_whole("min_gap", min_gap, 0)
+    check_whole("from_layer", from_layer, 0)
+    check_whole("window", window, 0)
+    if from_layer and variant != "full":
+        raise CcvizError(f"from_layer is an option of variant 'full' (the {variant!r} variant starts at the last layer)")
+    if window and window <= min_gap:
+        raise CcvizError(f"window ({window}) must exceed min_gap ({min_gap}): otherwise no entry sees any future")
+
+
+def first_layer(model: torch.nn.Module, variant: Variant, from_layer: int = 0) -> int:
+    """The layer the counter-causal stream starts at: ``from_layer`` for ``full``, the last for the fast variants.
+
+    Every layer from there on is re-run (attention with the reversed mask, then its MLP, except the
+    last MLP under ``fast``); the stream enters it as the stored H^(first) (embeddings when 0).
+    """
+    layers = len(decoder_layers(model))
+    if from_layer >= layers:
+        raise CcvizError(f"from_layer must be below the model's {layers} layers, got {from_layer}")
+    return from_layer if variant == "full" else layers - 1
 
 
 def _rotate(attn: torch.nn.Module, q: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """RoPE with the architecture's own function (Llama, Qwen2, Qwen3 and Mistral share its signature)."""
     apply_rotary = sys.modules[type(attn).__module__].apply_rotary_pos_emb
     return apply_rotary(q, q, cos, sin)[0]
+
+
+def _unbanded(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, scale: float, shift: int) -> torch.Tensor:
+    """Entry i sees every j >= i + shift: ``q`` ``[1, heads, n, d]``, K/V ``[1, kv_heads, n, d]`` (float32);
+    returns the rows 0 .. n - 1 - shift, ``[1, heads, n - shift, d]``.
+
+    Reversing the sequence turns the mask into an ordinary causal one over the queries from index
+    ``shift`` on, so SDPA's fused ``is_causal`` kernel does the work without an n x n mask.
+    """
+    n = q.shape[-2]
+    q_rev, k_rev, v_rev = q.flip(-2)[:, :, shift:], keys.flip(-2)[:, :, : n - shift], values.flip(-2)[:, :, : n - shift]
+    seen = F.scaled_dot_product_attention(q_rev, k_rev, v_rev, is_causal=True, scale=scale,
+                                          enable_gqa=q.shape[1] != keys.shape[1])
+    return seen.flip(-2)  # reversed row a is entry n - 1 - shift - a
+
+
+def _banded(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, scale: float, shift: int, window: int) -> torch.Tensor:
+    """Entry i sees only j in [i + shift, i + window]: O(n * window) time and memory, no n x n mask.
+
+    Queries go in blocks of ``width = window - shift + 1`` rows; block b reads the ``2 * width - 1``
+    keys from ``b * width + shift`` on, and within a block the visible band has the same shape for
+    every block, so one ``[width, 2 * width - 1]`` band (and the padding past the last entry) masks them
+    all in one batched SDPA call. Shapes as :func:`_unbanded`.
+    """
+    heads, n, d = q.shape[1:]
+    width = window - shift + 1  # keys each query sees (fewer near the end)
+    blocks = -(-(n - shift) // width)  # only rows 0 .. n - 1 - shift see anything
+    span = 2 * width - 1
+    rows = blocks * width
+    qb = F.pad(q[0, :, : n - shift], (0, 0, 0, rows - (n - shift))).view(heads, blocks, width, d).transpose(0, 1)
+    padded = rows - width + span  # keys read from entry `shift` on, padded past the last entry
+    unfold = lambda t: F.pad(t[0, :, shift:], (0, 0, 0, padded - (n - shift))).unfold(1, span, width).permute(1, 0, 3, 2)  # noqa: E731
+    offset = torch.arange(span, device=q.device)
+    band = (offset[None] >= torch.arange(width, device=q.device)[:, None]) & (offset[None] < torch.arange(width, device=q.device)[:, None] + width)
+    inside = (torch.arange(blocks, device=q.device)[:, None] * width + offset[None]) < n - shift  # [blocks, span]
+    mask = band[None, None] & inside[:, None, None]
+    seen = F.scaled_dot_product_attention(qb, unfold(keys), unfold(values), attn_mask=mask, scale=scale,
+                                          enable_gqa=heads != keys.shape[1])
+    return seen.transpose(0, 1).reshape(1, heads, rows, d)[:, :, : n - shift]
 
 
 def _counter_causal_attention(
@@ -47,12 +104,12 @@ def _counter_causal_attention(
     values: torch.Tensor,
     rope: tuple[torch.Tensor, torch.Tensor] | None,
     min_gap: int | None,
+    window: int = 0,
 ) -> torch.Tensor:
     """One layer's attention block with fresh queries over cached K/V; ``min_gap=None``: nothing visible.
 
-    Entry i sees entries j > i + min_gap. Reversing the sequence turns that into an ordinary causal mask
-    over the queries from index min_gap + 1 on, so SDPA's fused ``is_causal`` kernel does the work
-    without an n x n mask; the first ``min_gap + 1`` reversed rows (the last entries) see nothing.
+    Entry i sees entries j > i + min_gap (and, with a ``window``, j <= i + window). Every row reads the
+    cache, not the other rows, so the last ``min_gap + 1`` entries, which see nothing, get a zero output.
     """
     attn = layer.self_attn
     n, dtype = x.shape[1], attn.o_proj.weight.dtype
@@ -63,14 +120,13 @@ def _counter_causal_attention(
         q = attn.q_proj(h).view(1, n, -1, attn.head_dim)
         if hasattr(attn, "q_norm"):  # Qwen3
             q = attn.q_norm(q)
-        q = _rotate(attn, q.transpose(1, 2), *rope)
-        q_rev, k_rev, v_rev = q.flip(-2)[:, :, shift:], keys.flip(-2)[:, :, : n - shift], values.flip(-2)[:, :, : n - shift]
-        seen = F.scaled_dot_product_attention(
-            q_rev.float(), k_rev.float(), v_rev.float(), is_causal=True, scale=attn.scaling,
-            enable_gqa=q.shape[1] != keys.shape[1],
-        )
-        # reversed row shift + a is entry n - 1 - shift - a: flip back and place rows 0 .. n - 1 - shift
-        out[:, : n - shift] = seen.flip(-2).transpose(1, 2).reshape(1, n - shift, -1).to(dtype)
+        q = _rotate(attn, q.transpose(1, 2), *rope).float()
+        k, v = keys.float(), values.float()
+        if window and window < n - 1:  # a window reaching the last entry from entry 0 is no window
+            seen = _banded(q, k, v, attn.scaling, shift, window)
+        else:
+            seen = _unbanded(q, k, v, attn.scaling, shift)
+        out[:, : n - shift] = seen.transpose(1, 2).reshape(1, n - shift, -1).to(dtype)
     return attn.o_proj(out).float()
 
 
@@ -103,22 +159,25 @@ def _residual_stream(
     hidden: torch.Tensor | None,
     variant: Variant,
     min_gap: int | None,
+    first: int = 0,
+    window: int = 0,
 ) -> torch.Tensor:
-    """The counter-causal residual stream after the last block (before the final norm).
+    """The counter-causal residual stream after the last block (before the final norm), started at
+    layer ``first`` from ``hidden`` = H^(first) (the embeddings when 0).
 
     ``min_gap=None`` runs the same blocks with no entry visible (positions are then unused).
     """
     layers = decoder_layers(model)
-    if variant == "full":
-        x, first = model.model.embed_tokens(tok)[None].float(), 0
+    if first == 0:
+        x = model.model.embed_tokens(tok)[None].float()
+    elif hidden is None:
+        raise ValueError(f"a stream from layer {first} needs H^({first}): run the causal pass capturing it")
     else:
-        if hidden is None:
-            raise ValueError("the fast variants need H^(L-1): run the causal pass with Capture(hidden=True)")
-        x, first = hidden[None].float(), len(layers) - 1
+        x = hidden[None].float()
     rope = model.model.rotary_emb(x, pos[None]) if min_gap is not None else None
     for index in range(first, len(layers)):
         layer = layers[index]
-        x = x + _counter_causal_attention(layer, x, *kv[index], rope, min_gap)
+        x = x + _counter_causal_attention(layer, x, *kv[index], rope, min_gap, window)
         if variant != "fast":  # the reference code's fast variant skips the last MLP
             x = _mlp_block(layer, x)
     return x
@@ -127,14 +186,14 @@ def _residual_stream(
 _blind_memo: "weakref.WeakKeyDictionary[torch.nn.Module, torch.Tensor]" = weakref.WeakKeyDictionary()
 
 
-def _blind_logits(model, kv, tok, pos, hidden, variant) -> torch.Tensor:
+def _blind_logits(model, kv, tok, pos, hidden, variant, first) -> torch.Tensor:
     """The true-token logit of the same pass with no entry visible (the ``contrast`` baseline).
 
-    In the full variant every attention output is zero, so the stream is a function of the token id
+    From layer 0 every attention output is zero, so the stream is a function of the token id
     alone: it is computed once per model and token id and remembered (a float per vocabulary entry).
     """
-    if variant != "full":
-        return _true_token_logits(model, _residual_stream(model, kv, tok, pos, hidden, variant, None), tok)
+    if first != 0:
+        return _true_token_logits(model, _residual_stream(model, kv, tok, pos, hidden, variant, None, first), tok)
     memo = _blind_memo.get(model)
     if memo is None:
         memo = _blind_memo.setdefault(model, torch.full((model.config.vocab_size,), float("nan")))
@@ -157,45 +216,53 @@ def surprise_from_cache(
     variant: Variant = "full",
     score: SurpriseScore = "logit",
     min_gap: int = 0,
+    from_layer: int = 0,
+    window: int = 0,
 ) -> torch.Tensor:
     """Counter-causal surprise of every entry of a cache, float32 ``[n]``, higher = more surprising.
 
-    ``kv[l] = (K_l, V_l)`` with shape ``[1, kv_heads, n, head_dim]`` (only the last layer is read by the
-    fast variants), ``tok``/``pos`` the entries' token ids and original positions (any increasing
-    positions, e.g. after eviction), ``hidden`` the stored H^(L-1) rows for the fast variants.
-    The mask is over cache entries: entry i sees entries j > i + min_gap.
+    ``kv[l] = (K_l, V_l)`` with shape ``[1, kv_heads, n, head_dim]`` (only the layers from the first
+    re-run one are read: the last under the fast variants, ``from_layer`` on under ``full``),
+    ``tok``/``pos`` the entries' token ids and original positions (any increasing positions, e.g.
+    after eviction), ``hidden`` the stored rows of the residual stream entering the first re-run
+    layer (H^(L-1) for the fast variants, H^(from_layer) for ``full`` with ``from_layer > 0``).
+    The mask is over cache entries: entry i sees entries j > i + min_gap, and with ``window`` W > 0
+    only those with j <= i + W (cost O(n W) instead of O(n^2)).
     """
-    check_options(variant, score, min_gap)
+    check_options(variant, score, min_gap, from_layer, window)
+    first = first_layer(model, variant, from_layer)
     n = tok.numel()
     surprise = torch.full((n,), float("inf"), dtype=torch.float32)
     if n == 0:
         return surprise
     scored = max(n - min_gap - 1, 0)  # the last min_gap + 1 entries have no visible future
-    x = _residual_stream(model, kv, tok, pos, hidden, variant, min_gap)
+    x = _residual_stream(model, kv, tok, pos, hidden, variant, min_gap, first, window)
     logits = _true_token_logits(model, x, tok)
     if score == "logprob":
         logits = logits - _log_normaliser(model, x)
     elif score == "contrast":
-        logits = logits - _blind_logits(model, kv, tok, pos, hidden, variant)
+        logits = logits - _blind_logits(model, kv, tok, pos, hidden, variant, first)
     surprise[:scored] = -logits[:scored].cpu()
     return surprise
 
 
 @torch.inference_mode()
 def causal_pass(
-    model: torch.nn.Module, input_ids: torch.Tensor, position_ids: torch.Tensor
-) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor]:
-    """Run the ordinary causal pass; return every layer's (K, V) and H^(L-1) rows."""
+    model: torch.nn.Module, input_ids: torch.Tensor, position_ids: torch.Tensor, *, residual_layer: int = -1,
+) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor | None]:
+    """Run the ordinary causal pass; return every layer's (K, V) and the rows of the residual stream
+    entering ``residual_layer`` (negative: from the end; default H^(L-1); None for layer 0, the embeddings)."""
     from transformers import DynamicCache
 
     install_hooks(model)
-    cache, capture = DynamicCache(), Capture(hidden=True)
+    layer = residual_layer % len(decoder_layers(model))
+    cache, capture = DynamicCache(), Capture(residual_layers=(layer,) if layer else ())
     device = next(model.parameters()).device
     model(
         input_ids=input_ids.to(device), position_ids=position_ids.to(device), past_key_values=cache,
         use_cache=True, logits_to_keep=1, **{CAPTURE_KWARG: capture},
     )
-    return [(layer.keys, layer.values) for layer in cache.layers], capture.hidden_states
+    return [(layer.keys, layer.values) for layer in cache.layers], capture.residuals.get(layer)
 
 
 def counter_causal_surprise(
@@ -206,22 +273,27 @@ def counter_causal_surprise(
     score: SurpriseScore = "logit",
     min_gap: int = 0,
     position_ids: torch.Tensor | None = None,
+    from_layer: int = 0,
+    window: int = 0,
 ) -> torch.Tensor:
     """Surprise of every token of ``input_ids`` ``[1, n]`` given the tokens after it; float32 ``[n]``.
 
-    Runs the causal pass to build the cache and H^(L-1), then the counter-causal pass. The last
-    ``min_gap + 1`` entries have no visible future and are ``+inf``.
+    Runs the causal pass to build the cache and the residual rows the first re-run layer needs
+    (H^(L-1) for the fast variants, H^(from_layer) for ``full``), then the counter-causal pass from that
+    layer on. ``window`` W > 0: entry i reads only entries up to i + W. The last ``min_gap + 1``
+    entries have no visible future and are ``+inf``.
     """
-    check_options(variant, score, min_gap)
+    check_options(variant, score, min_gap, from_layer, window)
+    first = first_layer(model, variant, from_layer)
     if input_ids.ndim != 2 or input_ids.shape[0] != 1:
         raise CcvizError(f"input_ids must have shape [1, n], got {tuple(input_ids.shape)}")
     n = input_ids.shape[1]
     if position_ids is None:
         position_ids = torch.arange(n)[None]
     position_ids = position_ids.reshape(1, n)
-    kv, hidden = causal_pass(model, input_ids, position_ids)
+    kv, hidden = causal_pass(model, input_ids, position_ids, residual_layer=first)
     device = next(model.parameters()).device
     return surprise_from_cache(
         model, kv, input_ids[0].to(device), position_ids[0].to(device), hidden,
-        variant=variant, score=score, min_gap=min_gap,
+        variant=variant, score=score, min_gap=min_gap, from_layer=from_layer, window=window,
     )

@@ -42,7 +42,8 @@ class Cycle:
     """One refresh: the candidates scored, every score signal, and the cache content afterwards.
 
     ``kept`` lists every surviving timestep in position order, frozen entries included, so it is
-    exactly the cache after the refresh; ``candidates`` excludes the frozen prefix.
+    exactly the cache after the refresh; ``candidates`` excludes the frozen prefix. ``units`` (word
+    or sentence granularity only): each candidate's unit number, 0, 1, ... in candidate order.
     """
 
     index: int
@@ -52,6 +53,7 @@ class Cycle:
     kept: list[int]
     scores: dict[str, list[float]]
     seconds: float
+    units: list[int] | None = None
 
 
 @dataclass
@@ -226,7 +228,13 @@ def _cycle(i: int, raw: Any, n_tokens: int) -> Cycle:
         _expect(len(values) == len(candidates), f"{where}.scores.{name} has {len(values)} values for {len(candidates)} candidates")
         scores[name] = [_score(v, f"{where}.scores.{name}[{j}]") for j, v in enumerate(values)]
     _expect(is_number(raw["seconds"]) and math.isfinite(raw["seconds"]) and raw["seconds"] >= 0, f"{where}.seconds must be a non-negative number")
+    units = raw.get("units")
+    if units is not None:
+        units = _list(units, f"{where}.units")
+        _expect(len(units) == len(candidates) and all(is_whole(u) for u in units)
+                and all(b - a in (0, 1) for a, b in zip([-1, *units], units)),
+                f"{where}.units must number the {len(candidates)} candidates' units 0, 1, ... in order")
     return Cycle(
         index=raw["index"], step=raw["step"], phase=raw["phase"], candidates=candidates, kept=kept,
-        scores=scores, seconds=float(raw["seconds"]),
+        scores=scores, seconds=float(raw["seconds"]), units=units,
     )

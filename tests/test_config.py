@@ -33,6 +33,8 @@ BAD = {
     "prefill_step": [(0, "prefill step must be at least 1")],
     "stop_at_eos": [(None, "stop_at_eos must be true or false")],
     "record": [("everything", "record must be one of policy, all")],
+    "granularity": [("phrase", "granularity must be one of token, word, sentence")],
+    "pool": [("median", "pool must be one of max, mean")],
 }
 BASE = dict(policy="snapkv", cache_size=16)
 SAMPLING = {"temperature", "top_p"}  # checked against the sampling range only when sampling

@@ -1,8 +1,12 @@
-"""Task 5, score-variant ablation: which form of counter-causal surprise keeps what matters?
+"""Task 5, ablation: which form of counter-causal surprise keeps what matters?
 
-{full, fast} x {logit, logprob, contrast} x min_gap {0, 2} x smooth {off, on} = 24 policy specs,
-each measured on rare-fact retention (one budget) and long-text perplexity (one budget). The
-policies' defaults are then chosen from these results (docs/policies.md#why-the-defaults-are-what-they-are).
+The score grid: {full, fast} x {logit, logprob, contrast} x min_gap {0, 2} x smooth {off, on} = 24
+specs. Beyond the paper (:func:`beyond_paper_specs`): the unit of the keep decision (token, word or
+sentence, pooled by max or mean), recency hybrids (recent = J/4, J/2), wider smoothing, the layer
+split (``from_layer``) and the banded pass (``window``), crossed with the scores that matter, plus the
+attention policies by word. Each spec is a screen: rare-fact survival on 20 cases at one budget and
+perplexity on one segment; the leaders are then confirmed on the full retention set at every budget
+and on perplexity with attention sinks (docs/policies.md#why-the-defaults-are-what-they-are).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from typing import Callable
 
 import pandas as pd
 
+from ..capture import decoder_layers
 from ..choices import SURPRISE_SCORES
 from ..models import LoadedModel
 from . import perplexity, retention
@@ -30,21 +35,67 @@ RETENTION_CASES = 20
 PERPLEXITY_SEGMENTS = 1
 
 
+UNITS = ((), (("granularity", "word"), ("pool", "max")), (("granularity", "word"), ("pool", "mean")),
+         (("granularity", "sentence"), ("pool", "max")), (("granularity", "sentence"), ("pool", "mean")))
+RECENT_SHARES = (0, 0.25, 0.5)  # recent = 0, J/4, J/2
+WIDE_SMOOTHING = 9
+WINDOWS = (32, 128)  # W; at the screen's J = 25% of ~660 tokens a refresh sees ~210 candidates, so 512 changes nothing
+LAYER_SPLITS = (0.25, 0.5, 0.75, 1.0)  # from_layer as a share of L - 1 (0 is the full variant itself)
+
+
 def ablation_specs() -> list[PolicySpec]:
+    """The score grid (the paper's options)."""
     return [
         PolicySpec(variant, (("score", score), ("min_gap", gap), ("smooth", smooth)))
         for variant, score, gap, smooth in itertools.product(ABLATED_POLICIES, SURPRISE_SCORES, MIN_GAPS, SMOOTHING)
     ]
 
 
+def _recent(share: float) -> tuple[tuple[str, float], ...]:
+    return (("recent_share", share),) if share else ()
+
+
+def beyond_paper_specs(num_layers: int) -> list[PolicySpec]:
+    """The new axes, each crossed with the scores that matter (``num_layers``: the model's L).
+
+    - fast {logit, contrast} x unit {token, word, sentence} x pool x recent {0, J/4, J/2}, and smooth 9
+      x {token, word/max} x recent for both scores;
+    - full {logprob (ours), logit (the paper's)} by word and sentence, and with recent J/4;
+    - the layer split: from_layer l in {L/4, L/2, 3L/4, L-1} for logit and logprob;
+    - the banded pass: window {32, 128} for fast/logit and full/logprob;
+    - the attention policies (TOVA, H2O, SnapKV) by word, and TOVA by sentence.
+    """
+    specs = []
+    for score, unit, share in itertools.product(("logit", "contrast"), UNITS, RECENT_SHARES):
+        if unit or share:  # token level without recent is in the score grid already
+            specs.append(PolicySpec("counter_causal_fast", (("score", score), *unit, *_recent(share))))
+    for score, unit, share in itertools.product(("logit", "contrast"), UNITS[:2], RECENT_SHARES):
+        specs.append(PolicySpec("counter_causal_fast", (("score", score), ("smooth", WIDE_SMOOTHING), *unit, *_recent(share))))
+    for score in ("logprob", "logit"):
+        specs += [PolicySpec("counter_causal", (("score", score), *unit)) for unit in (UNITS[1], UNITS[3])]
+        specs.append(PolicySpec("counter_causal", (("score", score), *_recent(0.25))))
+    for score, share in itertools.product(("logit", "logprob"), LAYER_SPLITS):
+        specs.append(PolicySpec("counter_causal", (("score", score), ("from_layer", round(share * (num_layers - 1))))))
+    for window in WINDOWS:
+        specs.append(PolicySpec("counter_causal_fast", (("score", "logit"), ("window", window))))
+        specs.append(PolicySpec("counter_causal", (("score", "logprob"), ("window", window))))
+    specs += [PolicySpec(name, UNITS[1]) for name in ("tova", "h2o", "snapkv")]
+    specs += [PolicySpec("tova", UNITS[3]), PolicySpec("sliding")]
+    return specs
+
+
 def run(lm: LoadedModel, quick: bool, out: Path, *, specs: list[PolicySpec] | None = None, fresh: bool = False,
         log: Callable[[str], None] = print) -> dict[str, pd.DataFrame]:
     """Both tasks over the grid (or ``specs``), written as ``ablation_retention`` / ``ablation_perplexity``.
 
-    ``quick`` measures two opposite corners of the grid, which between them use every option value.
+    ``quick`` measures two opposite corners of the score grid, which between them use every option
+    value, and one spec of each new axis.
     """
     grid = ablation_specs()
-    specs = specs or ([grid[0], grid[-1]] if quick else grid)
+    beyond = beyond_paper_specs(len(decoder_layers(lm.model)))
+    quick_beyond = [PolicySpec("counter_causal_fast", (*UNITS[3], ("recent_share", 0.25), ("window", 8))),
+                    PolicySpec("counter_causal", (("from_layer", len(decoder_layers(lm.model)) - 1),))]
+    specs = specs or ([grid[0], grid[-1], *quick_beyond] if quick else grid + beyond)
     if quick:
         r, p = retention.RetentionSettings.quick(), perplexity.PerplexitySettings.quick()
     else:

@@ -64,7 +64,8 @@ def run(lm: LoadedModel, specs: list[PolicySpec], settings: DecodeSettings, out:
             if reference is None and spec.name != "full":
                 frame = table.frame()
                 reference = _ids(frame[(frame.prompt == index) & (frame.policy == "full")]["token_ids"].iloc[0])
-            trace = generate(lm, prompt, policy=spec.build(), cache_size=budget, max_new_tokens=settings.max_new_tokens)
+            trace = generate(lm, prompt, policy=spec.build(), cache_size=budget, max_new_tokens=settings.max_new_tokens,
+                             **spec.run_settings(budget))
             ids = [tok.id for tok in trace.tokens if tok.source == "generated"]
             if spec.name == "full":
                 reference = ids

@@ -29,7 +29,7 @@ def default_labels(labels: Iterable[str]) -> dict[str, str]:
     specs = {label: parse_spec(label) for label in labels}
     defaults: dict[str, str] = {}
     for label in sorted(labels, key=len):
-        if specs[label].build().options() == POLICIES[specs[label].name]().options():
+        if not specs[label].engine and specs[label].build().options() == POLICIES[specs[label].name]().options():
             defaults.setdefault(specs[label].name, label)
     return {label: defaults[spec.name] for label, spec in specs.items() if spec.name in defaults}
 

@@ -29,13 +29,15 @@ KEY = ["segment", "policy", "budget"]
 
 
 def sequence_nll(lm: LoadedModel, text: str, *, policy: str | Policy, cache_size: int, chunk_size: int | None = None,
-                 frozen: int | str = "auto", policy_options: dict[str, Any] | None = None) -> tuple[float, int]:
+                 frozen: int | str = "auto", policy_options: dict[str, Any] | None = None,
+                 **run_settings: Any) -> tuple[float, int]:
     """Summed next-token NLL (nats) of ``text`` (raw, no chat template) under eviction, and the token count.
 
     ``frozen="auto"`` freezes nothing in raw text (only StreamingLLM keeps its 4 sinks); an int gives
-    every policy that many never-evicted leading tokens."""
+    every policy that many never-evicted leading tokens. ``run_settings``: other RunConfig fields
+    (``recent``, ``granularity``, ``pool``)."""
     config = RunConfig.of(policy, cache_size=cache_size, chunk_size=chunk_size, frozen=frozen, chat=False,
-                          max_new_tokens=1, policy_options=policy_options)
+                          max_new_tokens=1, policy_options=policy_options, **run_settings)
     instance = policy if isinstance(policy, Policy) else None  # a built policy is what runs
     prepared = prepare(lm, text, config, instance)
     session = CacheSession(lm, prepared.config, policy=instance, prompt_length=len(prepared.prompt_ids))
@@ -77,7 +79,8 @@ def run(lm: LoadedModel, specs: list[PolicySpec], settings: PerplexitySettings, 
             if table.has(segment=segment, policy=spec.label, budget=budget):
                 continue
             started = time.perf_counter()
-            total, count = sequence_nll(lm, text, policy=spec.build(), cache_size=budget, frozen=settings.frozen)
+            total, count = sequence_nll(lm, text, policy=spec.build(), cache_size=budget, frozen=settings.frozen,
+                                        **spec.run_settings(budget))
             table.add({
                 "segment": segment, "policy": spec.label, "budget": budget, "tokens": count, "nll_sum": round(total, 4), "nll_mean": round(total / count, 5),
                 "seconds": round(time.perf_counter() - started, 3),

@@ -111,8 +111,8 @@ class ResultTable:
         changed since its rows were measured, e.g. after a policy's default options were changed."""
         pinned = self.meta.setdefault("policies", {})
         for spec in specs:
-            options = json.loads(json.dumps(spec.build().options()))
-            if pinned.setdefault(spec.label, options) != options:
+            options = json.loads(json.dumps(spec.meaning()))
+            if not spec.means(pinned.setdefault(spec.label, options)):
                 raise CcvizError(
                     f"{self.path}: {spec.label!r} now means {options} but was measured as {pinned[spec.label]}: "
                     "write the options out in the spec, or pass --fresh"

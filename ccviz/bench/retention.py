@@ -67,7 +67,7 @@ def measure(lm: LoadedModel, prepared: Prepared, spec: PolicySpec, budget: float
     case = prepared.case
     cache_size = max(1, round(budget * prepared.doc_tokens))
     trace = generate(lm, case.prompt, policy=spec.build(), cache_size=cache_size,
-                     max_new_tokens=max_new_tokens if answer else 1)
+                     max_new_tokens=max_new_tokens if answer else 1, **spec.run_settings(cache_size))
     cached = cache_before(trace, prepared.question_start)
     kept = sum(t in cached for t in prepared.fact)
     return {

@@ -2,6 +2,10 @@
 
 Benchmarks take policies as specs so that any policy in the registry, with any options, can be
 measured without code changes; the spec's label is the key of its rows in the result files.
+
+Besides the policy's own options a spec may set the engine's unit of decision, for any policy
+(``tova:granularity=word,pool=mean``), and ``recent_share``: the recent window as a share of each
+run's J (``recent_share=0.25`` is recent = J/4 at every budget).
 """
 
 from __future__ import annotations
@@ -9,9 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..engine import RunConfig
 from ..errors import CcvizError
-from ..fields import parse_value
+from ..fields import Rule, parse_value, rule_of
 from ..policies import POLICIES, Policy, make_policy
+
+ENGINE_KEYS = ("granularity", "pool", "recent_share")  # spec keys that are run settings, not policy options
+_ENGINE_RULES = {"granularity": rule_of(RunConfig, "granularity"), "pool": rule_of(RunConfig, "pool"),
+                 "recent_share": Rule("recent_share", "number", 0, 1)}
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -29,7 +38,32 @@ class PolicySpec:
         return self.name + ":" + ",".join(f"{key}={value}" for key, value in self.options)
 
     def build(self) -> Policy:
-        return make_policy(self.name, **dict(self.options))
+        return make_policy(self.name, **{k: v for k, v in self.options if k not in ENGINE_KEYS})
+
+    @property
+    def engine(self) -> dict[str, Any]:
+        """The spec's run settings (granularity, pool, recent_share), as written."""
+        return {k: v for k, v in self.options if k in ENGINE_KEYS}
+
+    def run_settings(self, cache_size: int) -> dict[str, Any]:
+        """Keywords of :func:`ccviz.generate` (and of RunConfig) for a run at J = ``cache_size``."""
+        settings = self.engine
+        share = settings.pop("recent_share", None)
+        if share is not None:
+            settings["recent"] = round(share * cache_size)
+        return settings
+
+    def meaning(self) -> dict[str, Any]:
+        """Every resolved policy option plus the run settings the spec sets: what a result label stands for."""
+        return {**self.build().options(), **self.engine}
+
+    def means(self, recorded: dict[str, Any]) -> bool:
+        """Whether the spec still means what ``recorded`` (an earlier :meth:`meaning`) says. An option the
+        policy gained since counts only when set away from its default, so a new option (``window``)
+        leaves results measured before it valid."""
+        defaults = POLICIES[self.name]().options()
+        now = {k: v for k, v in self.meaning().items() if k in recorded or defaults.get(k, object()) != v}
+        return now == recorded
 
 
 def parse_spec(text: str) -> PolicySpec:
@@ -43,6 +77,8 @@ def parse_spec(text: str) -> PolicySpec:
         options.append((key.strip(), parse_value(raw.strip())))
     spec = PolicySpec(name, tuple(options))
     spec.build()  # unknown names and bad options fail here, with the registry's one-line message
+    for key, value in spec.engine.items():
+        _ENGINE_RULES[key].check(value)
     return spec
 
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..choices import RECORDS, Record
+from ..choices import GRANULARITIES, POOLS, RECORDS, Granularity, Pool, Record
 from ..errors import CcvizError
 from ..fields import check_fields, choice, flag, number, whole
 from ..policies import Policy, make_policy
@@ -27,7 +27,8 @@ Options = tuple[tuple[str, Any], ...]
 
 @dataclass(frozen=True)
 class RunConfig:
-    """One run: the policy and its options, the budget (J, h, frozen, recent) and decoding.
+    """One run: the policy and its options, the budget (J, h, frozen, recent), the unit of the keep
+    decision (``granularity``, ``pool``: :mod:`ccviz.units`) and decoding.
 
     ``chunk_size=None`` means h = J/4 (the paper's), ``frozen="auto"`` the chat template up to the
     user-turn header (0 in raw text), ``recent=None`` the policy's own default, ``prefill_step=None``
@@ -50,6 +51,8 @@ class RunConfig:
     prefill_step: int | None = whole("prefill step", 1, default=None, optional=True)
     stop_at_eos: bool = flag("stop_at_eos", default=True)
     record: Record = choice("record", RECORDS, default="policy")
+    granularity: Granularity = choice("granularity", GRANULARITIES, default="token")  # the unit kept or evicted whole
+    pool: Pool = choice("pool", POOLS, default="max")  # a unit's score from its tokens' (word and sentence units)
 
     def __post_init__(self) -> None:
         if not isinstance(self.policy, str):

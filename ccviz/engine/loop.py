@@ -131,6 +131,8 @@ def generate(
     prefill_step: int | None = None,
     stop_at_eos: bool = True,
     record: str = "policy",
+    granularity: str = "token",
+    pool: str = "max",
     progress: ProgressCallback | None = None,
     should_stop: StopCheck | None = None,
     on_refresh: RefreshCallback | None = None,
@@ -144,14 +146,16 @@ def generate(
     prompt token by token, with identical results). ``stop_at_eos=False`` always generates
     ``max_new_tokens`` (benchmarks need fixed lengths). ``record="all"`` also records the cheap
     companion signals (attention_last, attention_chunk, surprise) at every refresh, next to the
-    policy's own; they never change what is kept. ``should_stop`` is polled between forward passes;
+    policy's own; they never change what is kept. ``granularity`` ("token", "word" or "sentence") is the
+    unit a refresh keeps or evicts whole, scored by the ``pool`` ("max" or "mean") of its tokens'
+    scores (:mod:`ccviz.units`). ``should_stop`` is polled between forward passes;
     a stopped run returns its partial trace with status "cancelled". ``on_refresh`` streams each
     refresh as it happens (see :data:`RefreshCallback`).
     """
     config = RunConfig.of(
         policy, cache_size=cache_size, chunk_size=chunk_size, frozen=frozen, recent=recent, max_new_tokens=max_new_tokens,
         chat=chat, seed=seed, do_sample=do_sample, temperature=temperature, top_p=top_p, policy_options=policy_options,
-        prefill_step=prefill_step, stop_at_eos=stop_at_eos, record=record,
+        prefill_step=prefill_step, stop_at_eos=stop_at_eos, record=record, granularity=granularity, pool=pool,
     )
     instance = policy if isinstance(policy, Policy) else None
     return run_generation(lm, prompt, config, progress=progress, should_stop=should_stop, on_refresh=on_refresh, policy=instance)

@@ -41,12 +41,14 @@ class TraceRecorder:
         """Time spent in one forward pass (and its policies' observation) of ``phase``."""
         self.timings[f"{phase}_seconds"] += seconds
 
-    def refreshed(self, phase: Phase, candidates: list[int], kept: list[int], scores: dict[str, list[float]], seconds: float) -> Trace:
-        """Record a refresh at the current step; return the live trace (loadable: its tokens cover every step)."""
+    def refreshed(self, phase: Phase, candidates: list[int], kept: list[int], scores: dict[str, list[float]], seconds: float,
+                  units: list[int] | None = None) -> Trace:
+        """Record a refresh at the current step; return the live trace (loadable: its tokens cover every step).
+        ``units``: the candidates' unit numbers under word or sentence granularity."""
         self.timings["refresh_seconds"] += seconds
         self.trace.cycles.append(Cycle(
             index=len(self.trace.cycles), step=len(self.ids), phase=phase, candidates=candidates, kept=kept,
-            scores=scores, seconds=seconds,
+            scores=scores, seconds=seconds, units=units,
         ))
         return self.snapshot()
 

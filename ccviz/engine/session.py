@@ -16,13 +16,14 @@ from typing import Sequence
 import torch
 
 from ..cache import CacheState
-from ..capture import CAPTURE_KWARG, Capture, captures_attention, install_hooks
+from ..capture import CAPTURE_KWARG, Capture, captures_attention, decoder_layers, install_hooks
 from ..choices import PHASES, Phase
 from ..errors import CcvizError
 from ..models import LoadedModel
 from ..policies import Policy, select_survivors
 from ..policies.companions import companions
 from ..trace import Trace
+from ..units import group_units, pool_scores, select_units, token_classes
 from .config import RunConfig
 from .recorder import TraceRecorder
 from .callbacks import RefreshCallback
@@ -58,7 +59,8 @@ class CacheSession:
         scorers = companions(self.policy, self.config.chunk_size) if self.config.record == "all" else []
         self.companions: list[Policy] = scorers
         self.observers = [self.policy, *scorers]
-        self.needs_hidden = any(p.needs_hidden for p in self.observers)
+        num_layers = len(decoder_layers(lm.model))
+        self.residual_layers = sorted({layer for p in self.observers for layer in p.residual_layers(num_layers)})
         self.attention_needs = [p.attention for p in self.observers if p.attention is not None]
         install_hooks(lm.model)
         if self.attention_needs and not captures_attention(lm.model):
@@ -117,7 +119,7 @@ class CacheSession:
         model = self.lm.model
         started = time.perf_counter()
         pos = torch.arange(self.processed, self.processed + len(ids), dtype=torch.long)
-        capture = Capture.for_needs(model, self.attention_needs, hidden=self.needs_hidden)
+        capture = Capture.for_needs(model, self.attention_needs, self.residual_layers)
         out = model(
             input_ids=tok[None].to(self.lm.device),
             position_ids=pos[None].to(self.lm.device),
@@ -126,7 +128,7 @@ class CacheSession:
             logits_to_keep=0 if all_logits else 1,
             **{CAPTURE_KWARG: capture},
         )
-        self.cache.append(tok, pos, capture.hidden_states)
+        self.cache.append(tok, pos, capture.residuals)
         self.processed += len(ids)
         self.recorder.fed(ids, self.phase, len(self.cache))  # before observing: a failing policy still leaves them recorded
         try:
@@ -144,24 +146,49 @@ class CacheSession:
             raise RuntimeError(f"policy {scorer.name!r} returned NaN scores")
         return score
 
+    def units(self) -> torch.Tensor | None:
+        """The unit number of every candidate (long ``[candidates]``), or None at token granularity."""
+        if self.config.granularity == "token":
+            return None
+        classes = token_classes(self.lm.tokenizer, self.vocab_size)
+        return group_units(self.cache.tok[self.cache.frozen :], classes, self.config.granularity)
+
+    def survivors(self, score: torch.Tensor, cache_size: int | None = None, recent: int | None = None,
+                  units: torch.Tensor | None = None) -> torch.Tensor:
+        """Indices (into the candidates, ascending) that a refresh keeps given the candidates' ``score``:
+        the best J (the last ``recent`` among them), whole units at word or sentence granularity.
+        ``cache_size`` / ``recent`` default to the run's; ``units`` to :meth:`units`."""
+        cache_size = self.config.cache_size if cache_size is None else cache_size
+        recent = self.config.recent if recent is None else recent
+        units = self.units() if units is None else units
+        if units is None:
+            return select_survivors(score, cache_size, recent)
+        return select_units(score, units, cache_size, recent, self.config.pool)
+
     @torch.inference_mode()
     def refresh(self) -> None:
         """Score the candidates (everything after the frozen prefix) and keep the frozen prefix plus the J
-        best, the last ``recent`` always among them; one gather evicts the rest from every layer and side table."""
+        best, the last ``recent`` always among them (whole words or sentences under ``granularity``); one
+        gather evicts the rest from every layer and side table."""
         cache, policy, config = self.cache, self.policy, self.config
         candidates = cache.pos[cache.frozen :]
         # Companion signals see the same candidates; they are not timed as part of the policy's refresh.
         recorded = {scorer.signal: self._score(scorer, candidates).tolist() for scorer in self.companions}
         started = time.perf_counter()
         scores: dict[str, list[float]] = {}
+        units = None
         if policy.evicts:
             score = self._score(policy, candidates)
             scores[policy.signal] = score.tolist()
+            units = self.units()
+            if units is not None:  # what ranked each candidate: its unit's pooled score
+                scores[f"{policy.signal}:{config.granularity}"] = pool_scores(score, units, config.pool)[units].tolist()
             if candidates.numel() > config.cache_size:
-                survivors = select_survivors(score, config.cache_size, config.recent)
+                survivors = self.survivors(score, units=units)
                 cache.keep(torch.cat([torch.arange(cache.frozen), cache.frozen + survivors]))
         seconds = time.perf_counter() - started
-        trace = self.recorder.refreshed(self.phase, candidates.tolist(), cache.pos.tolist(), {**scores, **recorded}, seconds)
+        trace = self.recorder.refreshed(self.phase, candidates.tolist(), cache.pos.tolist(), {**scores, **recorded}, seconds,
+                                        None if units is None else units.tolist())
         if self.on_refresh is not None:
             self.on_refresh(trace)
 

@@ -31,13 +31,19 @@ class Policy(Validated):
     summary: ClassVar[str]
     signal: ClassVar[str | None] = None  # name of the score in the trace; None: the policy never scores
     evicts: ClassVar[bool] = True
-    needs_hidden: ClassVar[bool] = False  # store H^(L-1) next to the cache
+    needs_hidden: ClassVar[bool] = False  # store H^(L-1) next to the cache (see residual_layers for other layers)
     sinks: ClassVar[int] = 0  # leading tokens that are always frozen, whatever ``frozen`` says
     attention: ClassVar[AttentionNeed | None] = None  # real attention weights read in :meth:`observe`
 
     def default_recent(self, cache_size: int) -> int:
         """Trailing entries always kept when the user does not say (0 for most policies)."""
         return 0
+
+    def residual_layers(self, num_layers: int) -> tuple[int, ...]:
+        """Layers l whose input rows H^(l) the engine stores next to the cache for this policy (in
+        ``state.residuals``): the last one when ``needs_hidden``. May raise CcvizError for an option
+        the model cannot serve; the session asks before any work."""
+        return (num_layers - 1,) if self.needs_hidden else ()
 
     def observe(self, model: torch.nn.Module, state: CacheState, capture: Capture) -> None:
         """Called after every forward pass, once ``state`` holds the new entries (default: nothing).

@@ -9,8 +9,9 @@ import torch
 
 from ..cache import CacheState
 from ..choices import SURPRISE_SCORES, SurpriseScore
+from ..errors import CcvizError
 from ..fields import choice, whole
-from ..scoring import surprise_from_cache
+from ..scoring import first_layer, surprise_from_cache
 from .base import Policy
 
 
@@ -34,47 +35,81 @@ def smooth_scores(scores: torch.Tensor, window: int) -> torch.Tensor:
 
 
 @dataclass
-class CounterCausal(Policy):
-    """The paper's policy, all L layers: surprise of each candidate given the candidates after it.
+class _CounterCausalBase(Policy):
+    """What both counter-causal policies share: the score, the mask, smoothing, the recent window, the band.
 
-    Options: ``score`` (logprob, the default here: minus the log-probability of the true token, which
-    kept a fact stated once in significantly more retention cases than the paper's raw logit (docs/policies.md#why-the-defaults-are-what-they-are); logit: the paper's; contrast: minus the no-future logit, which
-    removes the own-embedding bias of tied embeddings), ``min_gap`` (hide the nearest future entries, which
-    leak the token), ``smooth`` (average over a window of that many neighbouring candidates before
-    ranking; 0 or 1 = off; the recorded ``surprise`` is then the smoothed value that ranked them),
-    ``recent`` (trailing entries always kept when generate's ``recent`` is not given).
+    Options: ``score`` (logit: the paper's raw logit; logprob: minus the log-probability of the true
+    token; contrast: minus the no-future logit, which removes the own-embedding bias of tied
+    embeddings), ``min_gap`` (hide the nearest future entries, which leak the token), ``smooth``
+    (average over a window of that many neighbouring candidates before ranking; 0 or 1 = off; the
+    recorded ``surprise`` is then the smoothed value that ranked them), ``recent`` (trailing entries
+    always kept when generate's ``recent`` is not given), ``window`` (W > 0: each candidate reads only
+    the next W entries, O(n W) instead of O(n^2); 0 = its whole future, the paper's).
     """
 
-    name = "counter_causal"
-    summary = "counter-causal surprise, all layers (the paper's method, scored by log-probability)"
     signal = "surprise"
-    variant: ClassVar[str] = "full"
+    variant: ClassVar[str]
 
-    score: SurpriseScore = choice("score", SURPRISE_SCORES, default="logprob")
+    score: SurpriseScore = choice("score", SURPRISE_SCORES, default="logit")
     min_gap: int = whole("min_gap", 0, default=0)
     smooth: int = whole("smooth", 0, default=0)
     recent: int = whole("recent", 0, default=0)
+    window: int = whole("window", 0, default=0)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.window and self.window <= self.min_gap:
+            raise CcvizError(f"window ({self.window}) must exceed min_gap ({self.min_gap}): otherwise no entry sees any future")
+
+    @property
+    def from_layer(self) -> int:
+        return 0
 
     def default_recent(self, cache_size: int) -> int:
         return self.recent
 
+    def residual_layers(self, num_layers: int) -> tuple[int, ...]:
+        if self.from_layer >= num_layers:
+            raise CcvizError(f"from_layer must be below the model's {num_layers} layers, got {self.from_layer}")
+        first = self.from_layer if self.variant == "full" else num_layers - 1
+        return (first,) if first else ()
+
     def score_candidates(self, model: torch.nn.Module, state: CacheState) -> torch.Tensor:
         # Frozen entries precede every candidate, so no candidate could see them: score the tail only.
-        f = state.frozen
-        layers = state.kv.layers if self.variant == "full" else state.kv.layers[-1:]
-        kv = [(layer.keys[:, :, f:], layer.values[:, :, f:]) for layer in layers]
-        if self.variant != "full":  # the fast variants read the last layer only
-            kv = [None] * (len(state.kv.layers) - 1) + kv
-        hidden = state.hidden[f:] if state.hidden is not None else None
+        # Only the layers the stream re-runs are read (and sliced); the others are passed as None.
+        f, layers = state.frozen, state.kv.layers
+        first = first_layer(model, self.variant, self.from_layer)
+        kv = [None] * first + [(layer.keys[:, :, f:], layer.values[:, :, f:]) for layer in layers[first:]]
+        device = kv[-1][0].device
+        hidden = state.residuals[first][f:] if first else None
         surprise = surprise_from_cache(
-            model, kv, state.tok[f:].to(kv[-1][0].device), state.pos[f:].to(kv[-1][0].device), hidden,
-            variant=self.variant, score=self.score, min_gap=self.min_gap,
+            model, kv, state.tok[f:].to(device), state.pos[f:].to(device), hidden, variant=self.variant,
+            score=self.score, min_gap=self.min_gap, from_layer=self.from_layer, window=self.window,
         )
         return smooth_scores(surprise, self.smooth)
 
 
 @dataclass
-class CounterCausalFast(CounterCausal):
+class CounterCausal(_CounterCausalBase):
+    """The paper's policy, all L layers: surprise of each candidate given the candidates after it.
+
+    Defaults here: ``score=logprob``, which kept a fact stated once in significantly more retention
+    cases than the paper's raw logit (docs/policies.md#why-the-defaults-are-what-they-are). Its own
+    option ``from_layer`` (the layer split): the stream starts from the stored residual entering layer
+    l, H^(l), and re-runs layers l .. L-1, each with its MLP; 0 = every layer (the paper's), L-1 = the
+    ``fast_mlp`` variant. Only the H^(l) the chosen l needs is stored.
+    """
+
+    name = "counter_causal"
+    summary = "counter-causal surprise, all layers (the paper's method, scored by log-probability)"
+    variant: ClassVar[str] = "full"
+
+    score: SurpriseScore = choice("score", SURPRISE_SCORES, default="logprob")
+    from_layer: int = whole("from_layer", 0, default=0)  # type: ignore[assignment]  # an option here, 0 on the base
+
+
+@dataclass
+class CounterCausalFast(_CounterCausalBase):
     """The fast variant: the last layer only, from the stored H^(L-1), skipping the last MLP.
 
     It keeps the paper's raw-logit score: no variant beat it on the benchmarks, and logit costs one dot
@@ -85,5 +120,3 @@ class CounterCausalFast(CounterCausal):
     summary = "counter-causal surprise, last layer only from stored H^(L-1) (fast variant)"
     variant: ClassVar[str] = "fast"
     needs_hidden = True
-
-    score: SurpriseScore = choice("score", SURPRISE_SCORES, default="logit")
