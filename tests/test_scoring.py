@@ -34,20 +34,22 @@ def _mlp(mlp, x):
     return (torch.nn.functional.silu(x @ mlp.gate_proj.weight.T) * (x @ mlp.up_proj.weight.T)) @ mlp.down_proj.weight.T
 
 
-def reference_scores(model, kv, tok, pos, hidden, variant, min_gap):
-    """Return {score: tensor} for logit, logprob and contrast, computed the slow, obvious way."""
+def reference_scores(model, kv, tok, pos, hidden, variant, min_gap, first=None, window=0):
+    """Return {score: tensor} for logit, logprob and contrast, computed the slow, obvious way.
+
+    ``first``: the layer the stream starts at, from ``hidden`` (default: 0 for full, L-1 for the fast
+    variants); ``window`` W > 0: entry i sees only j <= i + W."""
     cfg = model.config
     eps, theta = cfg.rms_norm_eps, cfg.rope_parameters["rope_theta"]
     layers = model.model.layers
     n_heads, n_kv, dim = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
     n = tok.numel()
 
+    start = first if first is not None else 0 if variant == "full" else len(layers) - 1
+
     def stream(visible):
-        if variant == "full":
-            x, first = model.model.embed_tokens.weight[tok].clone(), 0
-        else:
-            x, first = hidden.clone(), len(layers) - 1
-        for index in range(first, len(layers)):
+        x = model.model.embed_tokens.weight[tok].clone() if start == 0 else hidden.clone()
+        for index in range(start, len(layers)):
             layer = layers[index]
             out = torch.zeros(n, n_heads, dim)
             if visible:
@@ -58,7 +60,7 @@ def reference_scores(model, kv, tok, pos, hidden, variant, min_gap):
                     group = head // (n_heads // n_kv)
                     logits = q[:, head] @ keys[group].T / math.sqrt(dim)
                     for i in range(n):
-                        allowed = [j for j in range(n) if j > i + min_gap]
+                        allowed = [j for j in range(n) if j > i + min_gap and (not window or j <= i + window)]
                         if not allowed:
                             continue
                         row = logits[i, allowed]
@@ -157,11 +159,108 @@ def test_bad_options_are_rejected(tiny):
         ({"variant": "slow"}, "unknown variant"),
         ({"score": "prob"}, "unknown score"),
         ({"min_gap": -1}, "min_gap"),
+        ({"window": 2, "min_gap": 2}, r"window \(2\) must exceed min_gap \(2\)"),
+        ({"window": -1}, "window must be at least 0"),
+        ({"from_layer": 1, "variant": "fast"}, "from_layer is an option of variant 'full'"),
+        ({"from_layer": 2}, "from_layer must be below the model's 2 layers"),
     ]:
         with pytest.raises(CcvizError, match=message):
             counter_causal_surprise(tiny.model, ids, **kwargs)
     with pytest.raises(CcvizError, match=r"shape \[1, n\]"):
         counter_causal_surprise(tiny.model, torch.tensor([1, 2, 3]))
+
+
+# ----- the layer split and the banded pass -----------------------------------------------------------
+def _equal_to(actual, expected, tol):
+    assert torch.equal(torch.isinf(actual), torch.isinf(expected))
+    finite = torch.isfinite(expected)
+    assert (actual[finite] - expected[finite]).abs().max().item() <= tol
+
+
+@pytest.mark.parametrize("model", ["tiny", "smollm"])
+@pytest.mark.parametrize("score", ["logit", "logprob", "contrast"])
+def test_from_layer_ends_are_the_full_and_fast_mlp_variants(request, model, score):
+    lm = request.getfixturevalue(model)
+    ids = torch.tensor([lm.tokenizer(TEXT)["input_ids"][:40]])
+    last = len(lm.model.model.layers) - 1
+    full = counter_causal_surprise(lm.model, ids, variant="full", score=score)
+    _equal_to(counter_causal_surprise(lm.model, ids, variant="full", score=score, from_layer=0), full, 1e-5)
+    fast_mlp = counter_causal_surprise(lm.model, ids, variant="fast_mlp", score=score)
+    _equal_to(counter_causal_surprise(lm.model, ids, variant="full", score=score, from_layer=last), fast_mlp, 1e-5)
+
+
+def test_from_a_middle_layer_matches_the_reference(smollm):
+    """l = 15 of 30: the stream starts from the stored H^(15) and re-runs layers 15..29, each with its MLP."""
+    ids = torch.tensor([smollm.tokenizer(TEXT)["input_ids"][:20]])
+    pos = torch.arange(ids.shape[1])
+    kv, hidden = causal_pass(smollm.model, ids, pos[None], residual_layer=15)
+    expected = reference_scores(smollm.model, kv, ids[0], pos, hidden, "full", 1, first=15)
+    for score, reference in expected.items():
+        _assert_close(counter_causal_surprise(smollm.model, ids, score=score, min_gap=1, from_layer=15), reference)
+
+
+def test_the_from_layer_policy_stores_only_the_residual_it_needs(tiny):
+    from ccviz import CacheSession, RunConfig
+
+    for options, layers in [({}, []), ({"from_layer": 1}, [1])]:
+        session = CacheSession(tiny, RunConfig("counter_causal", cache_size=64, policy_options=options, chat=False))
+        session.feed(tiny.tokenizer(TEXT)["input_ids"][:20])
+        assert sorted(session.cache.residuals) == layers
+    session = CacheSession(tiny, RunConfig("counter_causal_fast", cache_size=64, chat=False))
+    session.feed(tiny.tokenizer(TEXT)["input_ids"][:20])
+    assert sorted(session.cache.residuals) == [1]
+    with pytest.raises(CcvizError, match="from_layer must be below the model's 2 layers"):
+        CacheSession(tiny, RunConfig("counter_causal", cache_size=64, policy_options={"from_layer": 2}))
+
+
+@pytest.mark.parametrize("variant", ["full", "fast"])
+@pytest.mark.parametrize("min_gap, window", [(0, 3), (1, 4), (0, 1)])
+def test_banded_pass_matches_the_reference(tiny, variant, min_gap, window):
+    ids = torch.tensor([tiny.tokenizer(TEXT)["input_ids"][:23]])
+    pos = torch.arange(ids.shape[1])
+    kv, hidden = causal_pass(tiny.model, ids, pos[None])
+    expected = reference_scores(tiny.model, kv, ids[0], pos, hidden, variant, min_gap, window=window)
+    for score, reference in expected.items():
+        actual = counter_causal_surprise(tiny.model, ids, variant=variant, score=score, min_gap=min_gap, window=window)
+        _assert_close(actual, reference)
+
+
+@pytest.mark.parametrize("variant", ["full", "fast"])
+def test_a_window_covering_every_entry_is_no_window(smollm, variant):
+    ids = torch.tensor([smollm.tokenizer(TEXT)["input_ids"][:30]])
+    n = ids.shape[1]
+    unbanded = counter_causal_surprise(smollm.model, ids, variant=variant, score="logprob", min_gap=1)
+    for window in (n - 1, n, 10 * n):  # entry 0 reaches the last entry: identical, bit for bit
+        assert torch.equal(counter_causal_surprise(smollm.model, ids, variant=variant, score="logprob", min_gap=1, window=window), unbanded)
+    # one short of that, the banded kernel runs; only entry 0 loses a key, the others see their whole future
+    banded = counter_causal_surprise(smollm.model, ids, variant=variant, score="logprob", min_gap=1, window=n - 2)
+    _equal_to(banded[1:], unbanded[1:], 1e-4)
+    assert abs(banded[0] - unbanded[0]) > 1e-6
+
+
+@pytest.mark.parametrize("variant", ["full", "fast"])
+def test_a_banded_entry_never_sees_beyond_its_window(smollm, variant):
+    ids = torch.tensor([smollm.tokenizer(TEXT)["input_ids"][:30]])
+    n, i, W = ids.shape[1], 6, 8
+    pos = torch.arange(n)
+    kv, hidden = causal_pass(smollm.model, ids, pos[None])
+    kwargs = dict(variant=variant, score="logit", min_gap=0, window=W)
+    base = surprise_from_cache(smollm.model, kv, ids[0], pos, hidden, **kwargs)
+    generator = torch.Generator().manual_seed(0)
+
+    def perturbed(entries):
+        changed = []
+        for keys, values in kv:
+            keys, values = keys.clone(), values.clone()
+            keys[:, :, entries] += torch.randn(keys[:, :, entries].shape, generator=generator)
+            values[:, :, entries] += torch.randn(values[:, :, entries].shape, generator=generator)
+            changed.append((keys, values))
+        return surprise_from_cache(smollm.model, changed, ids[0], pos, hidden, **kwargs)
+
+    # every layer's rows read the cache, never other rows, so the band holds through all of them
+    assert perturbed(list(range(i + W + 1, n)))[i] == base[i]
+    assert perturbed(list(range(0, i + 1)))[i] == base[i]
+    assert abs(perturbed([i + W])[i] - base[i]) > 1e-4  # the last entry inside the window matters
 
 
 def test_smoothing_averages_neighbours_and_keeps_inf():
