@@ -3,7 +3,7 @@
 import streamlit as st
 
 from ccviz import POLICIES, RunConfig
-from ccviz.ui.inputs import budget_input, decoding_input, document_input, policy_input
+from ccviz.ui.inputs import budget_input, decoding_input, document_input, policy_input, unit_input
 from ccviz.ui.jobs import RunTask
 from ccviz.ui.state import run_controls
 from ccviz.ui.views import compare_view
@@ -20,7 +20,8 @@ with st.sidebar:
     runs = []
     for i in range(count):
         with st.expander(f"Run {LETTERS[i]}", expanded=i < 2):
-            runs.append(policy_input(f"cmp.p{i}", default=defaults[i % len(defaults)], label=f"Policy {LETTERS[i]}"))
+            runs.append((*policy_input(f"cmp.p{i}", default=defaults[i % len(defaults)], label=f"Policy {LETTERS[i]}"),
+                         unit_input(f"cmp.p{i}")))
     st.header("Budget (shared)")
     budget = budget_input("cmp")
     st.header("Decoding (shared)")
@@ -34,8 +35,8 @@ phrase = st.text_input(
 done = run_controls(
     PAGE, "Run all",
     lambda model: [
-        RunTask(model.name, text, RunConfig(policy=policy, policy_options=options, chat=chat, **budget, **decoding))
-        for policy, options in runs
+        RunTask(model.name, text, RunConfig(policy=policy, policy_options=options, chat=chat, **budget, **decoding, **units))
+        for policy, options, units in runs
     ],
 )
 if done is not None:

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from ccviz import RunConfig
-from ccviz.ui.inputs import budget_input, decoding_input, document_input, policy_input
+from ccviz.ui.inputs import budget_input, decoding_input, document_input, policy_input, unit_input
 from ccviz.ui.jobs import RunTask
 from ccviz.ui.state import run_controls
 from ccviz.ui.views import retention_view
@@ -18,6 +18,7 @@ st.caption(
 with st.sidebar:
     st.header("Policy")
     policy, options = policy_input("run.policy", default="counter_causal_fast")
+    units = unit_input("run")
     st.header("Budget")
     budget = budget_input("run")
     st.header("Decoding")
@@ -33,7 +34,7 @@ with st.sidebar:
 text, chat = document_input()
 done = run_controls(
     PAGE, "Run",
-    lambda model: [RunTask(model.name, text, RunConfig(policy=policy, policy_options=options, chat=chat, **budget, **decoding,
+    lambda model: [RunTask(model.name, text, RunConfig(policy=policy, policy_options=options, chat=chat, **budget, **decoding, **units,
                                                   record="all" if record_all else "policy"))],
 )
 if done is not None and done.results[0] is not None:

@@ -6,7 +6,7 @@ from ccviz import RunConfig
 from ccviz.choices import SURPRISE_SCORES, VARIANTS
 from ccviz.figures import per_token, recorded_values
 from ccviz.signals import ATTENTION_SIGNALS
-from ccviz.ui.inputs import budget_input, document_input, policy_input
+from ccviz.ui.inputs import budget_input, document_input, policy_input, unit_input
 from ccviz.ui.jobs import AttentionTask, RunTask, SurpriseTask
 from ccviz.ui.state import run_controls
 from ccviz.ui.views import signal_views
@@ -22,6 +22,7 @@ st.caption(
 with st.sidebar:
     st.header("Budget run")
     policy, options = policy_input("sur.policy", default="counter_causal_fast")
+    units = unit_input("sur")
     budget = budget_input("sur", default_cache=256)
     st.header("Counter-causal surprise")
     variant = st.selectbox("Variant", VARIANTS, index=VARIANTS.index("fast"), key="sur.variant", persist_state="session")
@@ -32,7 +33,7 @@ text, chat = document_input()
 done = run_controls(
     PAGE, "Prefill and score",
     lambda model: [
-        RunTask(model.name, text, RunConfig(policy=policy, policy_options=options, chat=chat, max_new_tokens=1, record="all", **budget)),
+        RunTask(model.name, text, RunConfig(policy=policy, policy_options=options, chat=chat, max_new_tokens=1, record="all", **budget, **units)),
         SurpriseTask(model=model.name, prompt=text, chat=chat, variant=variant, score=score, min_gap=min_gap),
         AttentionTask(model=model.name, prompt=text, chat=chat, frozen=budget["frozen"]),
     ],

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from .choices import DEVICES, DTYPES, RECORDS
+from .choices import DEVICES, DTYPES, GRANULARITIES, POOLS, RECORDS
 from .errors import CcvizError
 from .fields import parse_value
 from .plugins import load_plugins
@@ -48,6 +48,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="policy option (repeatable)")
     run.add_argument("--record", default="policy", choices=RECORDS,
                      help="scores kept in the trace: the policy's own, or also the cheap companion signals")
+    run.add_argument("--granularity", default="token", choices=GRANULARITIES,
+                     help="the unit a refresh keeps or evicts whole: a token, a word or a sentence")
+    run.add_argument("--pool", default="max", choices=POOLS,
+                     help="a word's or sentence's score: the max or the mean of its tokens' scores")
     run.add_argument("--out", type=Path, help="save the trace as JSON")
 
     sub.add_parser("policies", help="list the eviction policies")
@@ -105,7 +109,8 @@ def _summary(trace) -> str:
     kept = len(trace.cycles[-1].kept) if trace.cycles else len(trace.tokens)
     lines = [
         f"policy {trace.config['policy']}  J={trace.config['cache_size']}  h={trace.config['chunk_size']}  "
-        f"frozen={trace.config['frozen']}  recent={trace.config['recent']}",
+        f"frozen={trace.config['frozen']}  recent={trace.config['recent']}"
+        + (f"  by {trace.config['granularity']} ({trace.config['pool']})" if trace.config.get("granularity", "token") != "token" else ""),
         f"prompt {trace.prompt_length} tokens, generated {len(trace.tokens) - trace.prompt_length} ({trace.stop_reason})",
         f"refreshes {len(trace.cycles)}, final cache {kept} entries, peak {trace.peak_cache_length}",
         f"time: prefill {t['prefill_seconds']:.2f} s, decode {t['decode_seconds']:.2f} s, "
@@ -138,7 +143,7 @@ def _cmd_run(args: argparse.Namespace) -> None:
         policy=args.policy, policy_options=_parse_options(args.option), cache_size=args.cache_size,
         chunk_size=args.chunk_size, frozen=args.frozen, recent=args.recent, max_new_tokens=args.max_new_tokens,
         chat=not args.raw, seed=args.seed, do_sample=args.sample, temperature=args.temperature, top_p=args.top_p,
-        record=args.record,
+        record=args.record, granularity=args.granularity, pool=args.pool,
     )
     lm = load_model(args.model, device=args.device, dtype=args.dtype)
     bar = _ProgressBar()

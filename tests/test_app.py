@@ -87,6 +87,22 @@ def test_run_page_records_every_signal_when_asked(app):
     assert {"attention_last", "attention_chunk"} <= set(recorded) and any("surprise" in s for s in recorded)
 
 
+def test_run_page_keeps_whole_words_when_asked(app):
+    """The unit widgets reach the engine: the trace says so, every refresh records units, and the label too."""
+    configure_run(app, "tova", 4)
+    assert app.button_group(key="run.pool").disabled  # pooling means nothing at token level
+    app.button_group(key="run.granularity").set_value("word").run()
+    app.button_group(key="run.pool").set_value("mean").run()
+    settle(app.button(key="btn.run").click().run())
+    assert not app.exception and not app.error
+    done = app.session_state["done.run"]
+    trace = done.results[0]
+    assert (trace.config["granularity"], trace.config["pool"]) == ("word", "mean")
+    assert all(cycle.units is not None for cycle in trace.cycles)
+    assert done.tasks[0].label == "tova by word (mean)"
+    assert "attention_last:word" in app.selectbox(key="run.signal").options  # the pooled score that ranked them
+
+
 @pytest.mark.parametrize(
     "prepare, message",
     [
@@ -157,6 +173,12 @@ def test_compare_page_runs_policies_side_by_side(app):
     assert sum("-badge[" in m.value for m in app.markdown) == 2  # whether "Ada Brenn" survived, per policy
     table = app.dataframe[0].value
     assert list(table["run"]) == ["A · sliding", "B · counter_causal_fast"] and (table["refreshes"] > 3).all()
+    # one policy by token and by word, side by side: each run has its own unit
+    app.selectbox(key="cmp.p0").set_value("counter_causal_fast").run()
+    app.button_group(key="cmp.p1.granularity").set_value("sentence").run()
+    settle(app.button(key="btn.compare").click().run())
+    assert not app.exception and not app.error
+    assert list(app.dataframe[0].value["run"]) == ["A · counter_causal_fast", "B · counter_causal_fast by sentence (max)"]
 
 
 def test_compare_page_reports_bad_input(app):

@@ -108,7 +108,7 @@ def main(args: argparse.Namespace) -> None:
         if task == "ablation":
             ablation.run(lm, args.quick, out, specs=specs or None, **common)
         elif task == "efficiency":
-            efficiency.run(lm, specs or registered_specs(), settings[task], out, model_args=model_args, **common)
+            efficiency.run(lm, specs or efficiency.default_specs(), settings[task], out, model_args=model_args, **common)
         else:
             runner = {"retention": retention.run, "perplexity": perplexity.run, "decode": decode.run}[task]
             runner(lm, specs or registered_specs(), settings[task], out, **common)

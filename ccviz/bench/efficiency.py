@@ -2,9 +2,12 @@
 
 *Refresh cost*: with n entries cached (real prose), the median time of one refresh decision (the
 policy's scores plus the top-J selection) as a ratio to one plain forward pass over n tokens,
-timed in the same process, so the ratio survives noisy, shared machines better than seconds do.
-Work a policy does during every forward pass (H2O's attention bookkeeping) is not part of the
-refresh: it shows in the end-to-end times.
+timed in the same process, so the ratio survives noisy, shared machines better than seconds do,
+and the peak memory the decision adds. Work a policy does during every forward pass (H2O's
+attention bookkeeping) is not part of the refresh: it shows in the end-to-end times. n goes to
+32,768, past SmolLM2's 8,192 positions: RoPE extends to any position, so the times are real though
+the model's outputs there mean nothing. The quadratic passes stop earlier (``full_max_n``,
+``attention_max_n``), and the summary fits each policy's exponent of cost against n.
 *End to end*: a 1,000-token prompt plus 300 new tokens per policy, each in a fresh process: wall
 time and peak resident memory (Linux: the peak is reset after the model is loaded and warmed up, so
 ``peak_rss_mb - rss_before_mb`` is what the run itself added).
@@ -12,6 +15,9 @@ time and peak resident memory (Linux: the peak is reset after the model is loade
 
 from __future__ import annotations
 
+import dataclasses
+import gc
+import math
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -20,35 +26,42 @@ from typing import Any, Callable
 import pandas as pd
 import torch
 
+from ..capture import decoder_layers
 from ..engine import CacheSession, RunConfig, generate
 from ..fields import Validated, whole
 from ..models import LoadedModel, load_model
-from ..policies import select_survivors
+from ..policies import Policy
 from .processes import fresh_processes
 from .results import ResultTable, write_summary
-from .specs import PolicySpec
+from .specs import PolicySpec, parse_spec, registered_specs
 from .texts import prose_segments
 from .timing import median_seconds
 
-REFRESH_COLUMNS = ["policy", "n", "cache_size", "refresh_seconds", "forward_seconds", "ratio", "repeats"]
+REFRESH_COLUMNS = ["policy", "n", "cache_size", "refresh_seconds", "forward_seconds", "ratio", "repeats", "peak_mb"]
 E2E_COLUMNS = [
     "policy", "prompt_tokens", "new_tokens", "cache_size", "total_seconds", "prefill_seconds", "decode_seconds",
     "refresh_seconds", "peak_cache_length", "rss_before_mb", "peak_rss_mb",
 ]
 FILL_STEP = 256  # tokens per forward when filling the cache (bounds the attention captured per pass)
+# Beyond the registered policies: the other fast score and the banded pass, timed at every n.
+LONG_CONTEXT_SPECS = ("counter_causal_fast:score=contrast", "counter_causal_fast:window=128",
+                      "counter_causal_fast:window=512", "counter_causal:window=512")
 
 
 @dataclass(frozen=True)
 class EfficiencySettings(Validated):
-    sizes: tuple[int, ...] = whole("sizes", 2, default=(512, 1024, 2048, 4096), each=True)
+    sizes: tuple[int, ...] = whole("sizes", 2, default=(512, 1024, 2048, 4096, 8192, 16384, 32768), each=True)
     repeats: int = whole("repeats", 1, default=3)
+    full_max_n: int = whole("full variant's largest n", 2, default=8192)  # all L layers re-run: O(L n^2) unbanded
+    attention_max_n: int = whole("attention policies' largest n", 2, default=4096)  # their fill captures attention weights
     prompt_tokens: int = whole("prompt tokens", 1, default=1000)
     new_tokens: int = whole("new tokens", 1, default=300)
     cache_size: int = whole("cache size J", 1, default=256)  # J of the end-to-end runs (h = J/4)
 
     @classmethod
     def quick(cls) -> "EfficiencySettings":
-        return cls(sizes=(64,), repeats=1, prompt_tokens=64, new_tokens=4, cache_size=16)
+        return cls(sizes=(64, 128), repeats=1, prompt_tokens=64, new_tokens=4, cache_size=16, full_max_n=64,
+                   attention_max_n=64)
 
 
 def _significant(value: float) -> float:
@@ -62,37 +75,58 @@ def forward_seconds(lm: LoadedModel, ids: list[int], repeats: int) -> float:
     return median_seconds(lambda: lm.model(input_ids=tokens, logits_to_keep=1), repeats)
 
 
-def refresh_seconds(lm: LoadedModel, text: str, spec: PolicySpec, repeats: int) -> tuple[float, int]:
-    """Median time of one refresh decision with every token of ``text`` cached, and the J it kept.
+def largest_n(policy: Policy, settings: EfficiencySettings) -> int | None:
+    """The largest n a policy's refresh is timed at: quadratic passes stop early (None: every n)."""
+    if policy.attention is not None or type(policy).observe is not Policy.observe:
+        return settings.attention_max_n
+    if getattr(policy, "variant", None) == "full":
+        return settings.full_max_n
+    return None
 
-    J = 0.8 n, so the n candidates are the J + h of a refresh with the paper's h = J/4.
-    """
-    ids = lm.tokenizer(text, add_special_tokens=False)["input_ids"]
-    session = filled_session(lm, ids, spec)
-    keep = round(0.8 * len(ids))
-    return median_seconds(lambda: decide(session, keep), repeats), keep
+
+def _fill_key(policy: Policy, num_layers: int) -> tuple:
+    """Policies that only read the cache (no attention captured, no per-pass state) and store the same
+    residual rows can be timed on one filled cache: filling 32K tokens takes minutes."""
+    if policy.attention is not None or type(policy).observe is not Policy.observe:
+        return ("own", policy.name, tuple(sorted(policy.options().items())))
+    return ("shared", policy.residual_layers(num_layers))
+
+
+def refresh_cost(session: CacheSession, policy: Policy, keep: int, repeats: int) -> tuple[float, float]:
+    """Median seconds of one refresh decision by ``policy`` over the session's cache, and the peak memory
+    (MB) one decision adds above what was resident (NaN where the peak cannot be reset)."""
+    seconds = median_seconds(lambda: decide(session, keep, policy), repeats)
+    gc.collect()
+    reset = _reset_peak_memory()
+    before = _memory_kb("VmRSS")
+    decide(session, keep, policy)
+    peak = (_memory_kb("VmHWM") - before) / 1024 if reset else float("nan")
+    return seconds, peak
 
 
 def filled_session(lm: LoadedModel, ids: list[int], spec: PolicySpec, *, cache_size: int | None = None) -> CacheSession:
-    """A session under ``spec`` holding all of ``ids``, nothing evicted: J = h = len(ids), so its one
-    refresh (after the last token) keeps everything; passes of at most ``FILL_STEP`` tokens.
-    ``cache_size``: a larger J = h instead, so that tokens fed later do not refresh before it is reached."""
+    """A session under ``spec`` (its run settings too) holding all of ``ids``, nothing evicted: J = h =
+    len(ids), so its one refresh (after the last token) keeps everything; passes of at most
+    ``FILL_STEP`` tokens. ``cache_size``: a larger J = h instead, so that tokens fed later do not
+    refresh before it is reached."""
     n = len(ids)
     J = n if cache_size is None else max(cache_size, n)
-    config = RunConfig(policy=spec.name, policy_options=spec.options, cache_size=J, chunk_size=J, frozen=0, chat=False,
-                       prefill_step=min(FILL_STEP, n))
+    settings = {k: v for k, v in spec.run_settings(J).items() if k != "recent"}
+    config = RunConfig(policy=spec.name, policy_options=spec.build().options(), cache_size=J, chunk_size=J, frozen=0,
+                       chat=False, prefill_step=min(FILL_STEP, n), **settings)
     session = CacheSession(lm, config)
     session.feed(ids)
     return session
 
 
 @torch.inference_mode()
-def decide(session: CacheSession, keep: int) -> torch.Tensor:
-    """One refresh decision over the session's cache as it is: the policy's scores, then the top ``keep``
-    (its default recent window always among them). Nothing is evicted: the timed part of a refresh."""
-    policy = session.policy
+def decide(session: CacheSession, keep: int, policy: Policy | None = None) -> torch.Tensor:
+    """One refresh decision over the session's cache as it is: the scores of ``policy`` (default: the
+    session's), then the best ``keep`` at the session's granularity (the policy's default recent
+    window always among them). Nothing is evicted: the timed part of a refresh."""
+    policy = policy or session.policy
     scores = policy.score_candidates(session.lm.model, session.cache).to(torch.float32).cpu()
-    return select_survivors(scores, keep, policy.default_recent(keep))
+    return session.survivors(scores, keep, policy.default_recent(keep))
 
 
 def _memory_kb(field: str) -> float:
@@ -140,21 +174,32 @@ def run(lm: LoadedModel, specs: list[PolicySpec], settings: EfficiencySettings, 
     e2e = ResultTable(out, f"{name}_e2e", E2E_COLUMNS, ["policy"], saved, fresh=fresh)
     refresh.pin_policies(specs)
     e2e.pin_policies(specs)
-    evicting = [s for s in specs if s.build().evicts]
+    policies = {s.label: s.build() for s in specs}
+    evicting = [s for s in specs if policies[s.label].evicts]
+    long_lm = dataclasses.replace(lm, context=max(lm.max_positions, *settings.sizes))  # timing only past 8K
+    num_layers = len(decoder_layers(lm.model))
     for size in settings.sizes:
-        todo = [s for s in evicting if not refresh.has(policy=s.label, n=size)]
+        todo = [s for s in evicting if not refresh.has(policy=s.label, n=size)
+                and (largest_n(policies[s.label], settings) or size) >= size]
         if not todo:
             continue
         text = prose_segments(lm.tokenizer, size, 1)[0]
         ids = lm.tokenizer(text, add_special_tokens=False)["input_ids"]
-        forward = forward_seconds(lm, ids, settings.repeats)
+        keep = round(0.8 * len(ids))  # J = 0.8 n: the n candidates are the J + h of a refresh with h = J/4
+        forward = forward_seconds(long_lm, ids, settings.repeats)
+        groups: dict[tuple, list[PolicySpec]] = {}
         for spec in todo:
-            seconds, keep = refresh_seconds(lm, text, spec, settings.repeats)
-            refresh.add({
-                "policy": spec.label, "n": size, "cache_size": keep, "refresh_seconds": _significant(seconds),
-                "forward_seconds": _significant(forward), "ratio": _significant(seconds / forward),
-                "repeats": settings.repeats,
-            })
+            groups.setdefault(_fill_key(policies[spec.label], num_layers) + (tuple(spec.engine.items()),), []).append(spec)
+        for group in groups.values():
+            session = filled_session(long_lm, ids, group[0])
+            for spec in group:
+                seconds, peak = refresh_cost(session, policies[spec.label], keep, settings.repeats)
+                refresh.add({
+                    "policy": spec.label, "n": size, "cache_size": keep, "refresh_seconds": _significant(seconds),
+                    "forward_seconds": _significant(forward), "ratio": _significant(seconds / forward),
+                    "repeats": settings.repeats, "peak_mb": round(peak, 1),
+                })
+            del session
         log(f"{name}: refresh cost at n={size} done")
     prompt = prose_segments(lm.tokenizer, settings.prompt_tokens, 1)[0]
     todo = [s for s in specs if not e2e.has(policy=s.label)]
@@ -167,15 +212,38 @@ def run(lm: LoadedModel, specs: list[PolicySpec], settings: EfficiencySettings, 
     return {"refresh": refresh.frame(), "e2e": e2e.frame(), "summary": summary}
 
 
+def default_specs() -> list[PolicySpec]:
+    """Every registered policy (and the paper's form), plus the other fast score and the banded pass."""
+    return [*registered_specs(), *(parse_spec(text) for text in LONG_CONTEXT_SPECS)]
+
+
+def fitted_exponent(n: pd.Series, seconds: pd.Series) -> float:
+    """The slope of log(seconds) against log(n), least squares: cost ~ n^slope (NaN with under 2 sizes)."""
+    x, y = n.astype(float).map(math.log), seconds.astype(float).map(math.log)
+    if x.nunique() < 2:
+        return float("nan")
+    return float(((x - x.mean()) * (y - y.mean())).sum() / ((x - x.mean()) ** 2).sum())
+
+
 def summarise(refresh: pd.DataFrame, e2e: pd.DataFrame) -> pd.DataFrame:
-    """The paper's Table 1 in one frame: one row per policy, refresh/forward ratio at each n, then the
-    end-to-end time (and its ratio to the full cache's), the peak RSS and how much it grew during the run."""
+    """The paper's Table 1 in one frame: one row per policy, refresh/forward ratio at each n, the fitted
+    exponent of refresh cost against n (and of the plain forward's, for scale), the largest n timed and
+    the peak memory a refresh added there, then the end-to-end time (and its ratio to the full
+    cache's), the peak RSS and how much it grew during the run."""
     if e2e.empty and refresh.empty:
         return pd.DataFrame()
     table = pd.DataFrame(index=pd.Index(list(dict.fromkeys([*e2e.get("policy", []), *refresh.get("policy", [])])), name="policy"))
     if not refresh.empty:
         ratios = refresh.pivot_table(index="policy", columns="n", values="ratio", aggfunc="median")
         table = table.join(ratios.rename(columns=lambda n: f"refresh_ratio_n{n}"))
+        fits = {}
+        for policy, rows in refresh.groupby("policy", sort=False):
+            largest = rows.loc[rows["n"].astype(int).idxmax()]
+            fits[policy] = {"refresh_exponent": fitted_exponent(rows["n"], rows["refresh_seconds"]),
+                            "forward_exponent": fitted_exponent(rows["n"], rows["forward_seconds"]),
+                            "largest_n": int(largest["n"]),
+                            "refresh_peak_mb": pd.to_numeric(pd.Series([largest.get("peak_mb")]), errors="coerce")[0]}
+        table = table.join(pd.DataFrame.from_dict(fits, orient="index"))
     if not e2e.empty:
         e = e2e.set_index("policy")
         table["total_seconds"] = e["total_seconds"]

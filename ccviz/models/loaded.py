@@ -16,6 +16,7 @@ class LoadedModel:
     model: torch.nn.Module
     tokenizer: object
     name: str
+    context: int | None = None  # positions a run may reach; None: the model's own (timing probes go beyond it)
 
     @property
     def device(self) -> torch.device:
@@ -23,4 +24,6 @@ class LoadedModel:
 
     @property
     def max_positions(self) -> int:
+        if self.context is not None:
+            return self.context
         return int(getattr(self.model.config, "max_position_embeddings", 2048))

@@ -113,6 +113,22 @@ def policy_input(key: str, default: str | None = None, label: str = "Policy") ->
     return policy, tuple(options)
 
 
+def unit_input(key: str) -> dict[str, str]:
+    """The unit of the keep decision (RunConfig's ``granularity`` and ``pool``): any policy by token, word or sentence."""
+    granularities = rule_of(RunConfig, "granularity").choices
+    granularity = st.segmented_control(
+        "Keep whole", granularities, default="token", key=f"{key}.granularity", required=True, persist_state=SESSION,
+        help="The unit a refresh keeps or evicts: single tokens (the paper's), whole words (so KX-4817 or 4817 "
+             "survives whole or not at all) or whole sentences. A unit scores the max or mean of its tokens' scores.",
+    )
+    pools = rule_of(RunConfig, "pool").choices
+    pool = st.segmented_control(
+        "Unit score", pools, default="max", key=f"{key}.pool", required=True, persist_state=SESSION,
+        disabled=granularity == "token", help="How a word's or sentence's score is made from its tokens' scores.",
+    )
+    return dict(granularity=granularity, pool=pool)
+
+
 def _token_ceiling() -> int:
     """The widgets' upper bound: the app's token limit (a badly set variable is reported when Run is clicked)."""
     try:

@@ -54,7 +54,10 @@ class RunTask:
     @property
     def label(self) -> str:
         opts = ", ".join(f"{k}={v}" for k, v in self.config.policy_options)
-        return f"{self.config.policy} ({opts})" if opts else self.config.policy
+        label = f"{self.config.policy} ({opts})" if opts else self.config.policy
+        if self.config.granularity != "token":
+            label += f" by {self.config.granularity} ({self.config.pool})"
+        return label
 
     def check(self, lm: LoadedModel, limit: int) -> int:
         """Validate everything without running; return the prompt's token count.
