@@ -17,7 +17,9 @@ from streamlit.testing.v1 import AppTest
 from ccviz.bench.ablation import RETENTION_BUDGET, ablation_specs
 from ccviz.bench.results import results_dir
 from ccviz.bench.retention import RetentionSettings
-from ccviz.figures.benchmarks import divergence_figure, perplexity_figure, rate_figure, refresh_cost_figure
+from ccviz.figures.benchmarks import (
+    divergence_figure, perplexity_figure, rate_figure, refresh_cost_figure, refresh_seconds_figure,
+)
 from ccviz.ui.bench_commands import reproduce_command
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,6 +86,10 @@ def test_perplexity_divergence_and_refresh_figures_plot_the_frame_numbers():
     assert list(fig.data[0].x) == [512, 1024] and list(fig.data[0].y) == [0.6, 1.2]
     assert list(fig.data[1].y) == [1e-5, 2e-5]
     assert fig.layout.yaxis.type == "log" and fig.layout.shapes[0].y0 == 1.0  # one plain forward
+    fig = refresh_seconds_figure(refresh, {"counter_causal": 2.0, "sliding": float("nan")})
+    assert [t.name for t in fig.data] == ["counter_causal · n^2.00", "sliding", "one plain forward"]
+    assert list(fig.data[0].y) == [0.03, 0.12] and list(fig.data[2].y) == [0.05, 0.1]
+    assert fig.layout.xaxis.type == fig.layout.yaxis.type == "log"
 
 
 def test_figures_of_frames_without_evicting_rows_are_empty_not_errors():
@@ -158,7 +164,7 @@ def test_page_plots_a_quick_run_with_provenance_tables_and_commands(monkeypatch,
 
     charts = [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
     titles = [chart["layout"]["title"]["text"] for chart in charts]
-    assert [t.split(" ")[0] for t in titles] == ["Fact", "Answer", "Long-text", "Decode-heavy", "Refresh"]
+    assert [t.split(" ")[0] for t in titles] == ["Fact", "Answer", "Long-text", "Decode-heavy", "Refresh", "Refresh"]
     summary = pd.read_csv(quick_results / "retention_summary.csv")
     for trace in charts[0]["data"]:  # what is drawn is what the harness summarised
         rows = summary[summary.policy == trace["name"]]
@@ -167,7 +173,10 @@ def test_page_plots_a_quick_run_with_provenance_tables_and_commands(monkeypatch,
     assert charts[0]["layout"]["shapes"][0]["y0"] == pytest.approx(full.survival.iloc[0])
     refresh = pd.read_csv(quick_results / "efficiency_refresh.csv")
     assert {t["name"] for t in charts[4]["data"]} == set(refresh.policy)
-    assert sorted(t["y"][0] for t in charts[4]["data"]) == pytest.approx(sorted(refresh.ratio))
+    assert sorted(y for t in charts[4]["data"] for y in t["y"]) == pytest.approx(sorted(refresh.ratio))
+    exponents = pd.read_csv(quick_results / "efficiency_summary.csv").set_index("policy")["refresh_exponent"]
+    named = {t["name"] for t in charts[5]["data"]}
+    assert all(f"{policy} · n^{slope:.2f}" in named for policy, slope in exponents.dropna().items())
 
     text = " ".join(m.value for m in at.markdown)
     assert "Fact survival" in text and "full cache" in text and "refresh / forward" in text  # the report's tables

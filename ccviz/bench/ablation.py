@@ -22,7 +22,7 @@ from ..capture import decoder_layers
 from ..choices import SURPRISE_SCORES
 from ..models import LoadedModel
 from . import perplexity, retention
-from .specs import PolicySpec
+from .specs import PolicySpec, parse_spec
 
 ABLATED_POLICIES = ("counter_causal", "counter_causal_fast")  # all layers, and the fast last-layer variant
 MIN_GAPS = (0, 2)
@@ -84,6 +84,20 @@ def beyond_paper_specs(num_layers: int) -> list[PolicySpec]:
     return specs
 
 
+def quick_beyond_specs(num_layers: int) -> list[PolicySpec]:
+    """One spec per new axis, for ``--quick``."""
+    return [PolicySpec("counter_causal_fast", (*UNITS[3], ("recent_share", 0.25), ("window", 8))),
+            PolicySpec("counter_causal", (("from_layer", num_layers - 1),))]
+
+
+def default_labels(measured: set[str]) -> set[str]:
+    """The labels a default ablation run measures, for the model the ``measured`` labels came from:
+    the layer split's largest ``from_layer`` is L - 1, so it tells the model's depth (SmolLM2's 30 if none)."""
+    splits = [parse_spec(label).build().options().get("from_layer", 0) for label in measured if "from_layer=" in label]
+    layers = max(splits, default=29) + 1
+    return {spec.label for spec in [*ablation_specs(), *beyond_paper_specs(layers), *quick_beyond_specs(layers)]}
+
+
 def run(lm: LoadedModel, quick: bool, out: Path, *, specs: list[PolicySpec] | None = None, fresh: bool = False,
         log: Callable[[str], None] = print) -> dict[str, pd.DataFrame]:
     """Both tasks over the grid (or ``specs``), written as ``ablation_retention`` / ``ablation_perplexity``.
@@ -92,10 +106,8 @@ def run(lm: LoadedModel, quick: bool, out: Path, *, specs: list[PolicySpec] | No
     value, and one spec of each new axis.
     """
     grid = ablation_specs()
-    beyond = beyond_paper_specs(len(decoder_layers(lm.model)))
-    quick_beyond = [PolicySpec("counter_causal_fast", (*UNITS[3], ("recent_share", 0.25), ("window", 8))),
-                    PolicySpec("counter_causal", (("from_layer", len(decoder_layers(lm.model)) - 1),))]
-    specs = specs or ([grid[0], grid[-1], *quick_beyond] if quick else grid + beyond)
+    layers = len(decoder_layers(lm.model))
+    specs = specs or ([grid[0], grid[-1], *quick_beyond_specs(layers)] if quick else grid + beyond_paper_specs(layers))
     if quick:
         r, p = retention.RetentionSettings.quick(), perplexity.PerplexitySettings.quick()
     else:

@@ -84,6 +84,14 @@ def largest_n(policy: Policy, settings: EfficiencySettings) -> int | None:
     return None
 
 
+def timed_sizes(label: str, settings: dict[str, Any]) -> list[int]:
+    """The sizes a results folder's settings (its metadata, any version) time the policy ``label`` at."""
+    known = {f.name for f in dataclasses.fields(EfficiencySettings)}
+    chosen = EfficiencySettings(**{k: tuple(v) if isinstance(v, list) else v for k, v in settings.items() if k in known})
+    limit = largest_n(parse_spec(label).build(), chosen)
+    return [n for n in chosen.sizes if limit is None or n <= limit]
+
+
 def _fill_key(policy: Policy, num_layers: int) -> tuple:
     """Policies that only read the cache (no attention captured, no per-pass state) and store the same
     residual rows can be timed on one filled cache: filling 32K tokens takes minutes."""

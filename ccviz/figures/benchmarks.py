@@ -147,3 +147,24 @@ def refresh_cost_figure(refresh: pd.DataFrame) -> go.Figure:
     return _layout(fig, "Refresh cost vs cache size (lower is cheaper)", "n (entries cached when the refresh runs)",
                    "refresh time / forward time", xaxis=dict(type="log", tickvals=sizes),
                    yaxis=dict(type="log", exponentformat="power"))
+
+
+def refresh_seconds_figure(refresh: pd.DataFrame, exponents: dict[str, float] | None = None) -> go.Figure:
+    """One refresh decision's seconds against n on log-log axes, the plain forward's dashed for scale:
+    a straight line's slope is the exponent of cost in n, which the legend gives (``exponents``: the
+    efficiency summary's fitted ``refresh_exponent`` per policy)."""
+    fig = _policy_lines(refresh, "n", "refresh_seconds", ["ratio"],
+                        "n = %{x}: %{y:.3g} s (%{customdata[0]:.3g} x a forward)")
+    for trace in fig.data:
+        slope = (exponents or {}).get(trace.name)
+        if slope is not None and slope == slope:  # not NaN
+            trace.name = f"{trace.name} · n^{slope:.2f}"
+    if len(refresh):
+        forward = refresh.groupby("n", as_index=False)["forward_seconds"].median().sort_values("n")
+        fig.add_trace(go.Scatter(x=forward["n"].tolist(), y=forward["forward_seconds"].tolist(), name="one plain forward",
+                                 mode="lines", line=dict(dash="dash", color="grey"),
+                                 hovertemplate="n = %{x}: a forward takes %{y:.3g} s<extra></extra>"))
+    sizes = sorted(refresh["n"].unique()) if "n" in refresh else []
+    return _layout(fig, "Refresh time vs cache size, log-log (slope = exponent of n)", "n (entries cached when the refresh runs)",
+                   "seconds per refresh decision", xaxis=dict(type="log", tickvals=sizes),
+                   yaxis=dict(type="log", exponentformat="power"))

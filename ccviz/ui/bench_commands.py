@@ -14,7 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ..bench import ablation
+from ..bench import ablation, efficiency
 from ..bench.decode import DecodeSettings
 from ..bench.efficiency import EfficiencySettings
 from ..bench.perplexity import PerplexitySettings
@@ -60,8 +60,10 @@ def _policy_flags(task: str, measured: set[str], complete: bool, quick: bool) ->
     """``--policy`` flags unless the rows hold the task's default policies (or, while partial, a part of them)."""
     measured = measured - {FULL}
     if task == "ablation":
-        default = {spec.label for spec in ablation.ablation_specs()}
-        complete = complete and not quick  # quick measures two corners of the grid
+        default = ablation.default_labels(measured)
+        complete = complete and not quick  # quick measures two corners of the grid and one spec per new axis
+    elif task == "efficiency":
+        default = {spec.label for spec in efficiency.default_specs()} - {FULL}
     else:
         default = {spec.label for spec in registered_specs()} - {FULL}
     if measured - default or (complete and measured and measured != default):

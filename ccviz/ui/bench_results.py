@@ -31,6 +31,7 @@ from ..figures.benchmarks import (
     perplexity_figure,
     rate_figure,
     refresh_cost_figure,
+    refresh_seconds_figure,
 )
 from .bench_commands import plain_command, reproduce_command
 
@@ -121,8 +122,10 @@ def _efficiency_gaps(refresh: pd.DataFrame, e2e: pd.DataFrame, settings: dict[st
         gaps.append("refresh cost: nothing measured yet")
     else:
         done = refresh.groupby("policy")["n"].nunique()
-        if (done < len(sizes)).any():
-            gaps.append(f"refresh cost: {int(done.min())} of {len(sizes)} sizes so far for some policies")
+        expected = {policy: len(efficiency.timed_sizes(policy, settings)) for policy in done.index}
+        short = [policy for policy, count in done.items() if count < expected[policy]]
+        if short:
+            gaps.append(f"refresh cost: {', '.join(short)} not yet at every size it is timed at")
     wanted = set(refresh.get("policy", [])) | {FULL}
     missing = sorted(wanted - set(e2e.get("policy", [])))
     if missing:
@@ -148,7 +151,9 @@ def _figures(task: str, summaries: dict[str, pd.DataFrame], rows: dict[str, pd.D
     if task == "decode":
         return [divergence_figure(summaries["decode"])]
     if task == "efficiency" and not rows.get("efficiency_refresh", pd.DataFrame()).empty:
-        return [refresh_cost_figure(rows["efficiency_refresh"])]
+        summary = summaries.get("efficiency", pd.DataFrame())
+        exponents = dict(zip(summary["policy"], summary["refresh_exponent"])) if "refresh_exponent" in summary else {}
+        return [refresh_cost_figure(rows["efficiency_refresh"]), refresh_seconds_figure(rows["efficiency_refresh"], exponents)]
     return []
 
 
