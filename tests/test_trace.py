@@ -14,7 +14,8 @@ def _hand_trace():
     cycles = [
         Cycle(index=0, step=3, phase="prefill", candidates=[1, 2], kept=[0, 1, 2], scores={"surprise": [1.5, math.inf]}, seconds=0.01),
         Cycle(index=1, step=6, phase="decode", candidates=[1, 2, 3, 4, 5], kept=[0, 2, 5],
-              scores={"surprise": [-0.1, 2.0, -math.inf, 0.333333333333, math.inf], "recency": [1.0, 2, 3, 4, 5]}, seconds=0.02),
+              scores={"surprise": [-0.1, 2.0, -math.inf, 0.333333333333, math.inf], "recency": [1.0, 2, 3, 4, 5]}, seconds=0.02,
+              units=[0, 0, 1, 2, 2]),
     ]
     return Trace(config={"policy": "x", "cache_size": 2}, tokens=tokens, cycles=cycles, output_text="hi",
                  timings={"total_seconds": 1.0}, peak_cache_length=6, stop_reason="eos")
@@ -31,6 +32,10 @@ def test_round_trip_preserves_everything(tmp_path):
     assert loaded.cycles[0].scores["surprise"][1] == math.inf
     assert loaded.cycles[1].scores["surprise"][2] == -math.inf
     assert loaded.to_json() == text
+    assert loaded.cycles[0].units is None and loaded.cycles[1].units == [0, 0, 1, 2, 2]
+    old = json.loads(text)
+    del old["cycles"][0]["units"]  # traces from before units were recorded load as token-level ones
+    assert Trace.from_json(json.dumps(old)).cycles[0].units is None
 
 
 def test_round_trip_of_a_real_run(tiny, tmp_path):
@@ -50,6 +55,9 @@ def test_round_trip_of_a_real_run(tiny, tmp_path):
         (lambda d: d["cycles"][0].update(kept=[2, 1]), "increasing position order"),
         (lambda d: d["cycles"][0].update(kept=[0, 99]), "timesteps between 0 and 5"),
         (lambda d: d["tokens"][2].pop("text"), "missing 'text'"),
+        (lambda d: d["cycles"][1].update(units=[0, 0, 2, 2, 2]), "units must number the 5 candidates' units"),
+        (lambda d: d["cycles"][1].update(units=[0, 1]), "units must number the 5 candidates' units"),
+        (lambda d: d["cycles"][1].update(units="word"), "'cycles\\[1\\].units' must be a list"),
     ],
 )
 def test_bad_traces_are_rejected_clearly(mutate, message):

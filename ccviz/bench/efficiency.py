@@ -52,6 +52,8 @@ LONG_CONTEXT_SPECS = ("counter_causal_fast:score=contrast", "counter_causal_fast
 class EfficiencySettings(Validated):
     sizes: tuple[int, ...] = whole("sizes", 2, default=(512, 1024, 2048, 4096, 8192, 16384, 32768), each=True)
     repeats: int = whole("repeats", 1, default=3)
+    long_repeats: int = whole("repeats beyond long_from", 1, default=1)  # one forward at 32K takes minutes
+    long_from: int = whole("long_from", 2, default=4096)  # n above this: long_repeats, and no untimed warm-up forward
     full_max_n: int = whole("full variant's largest n", 2, default=8192)  # all L layers re-run: O(L n^2) unbanded
     attention_max_n: int = whole("attention policies' largest n", 2, default=4096)  # their fill captures attention weights
     prompt_tokens: int = whole("prompt tokens", 1, default=1000)
@@ -69,10 +71,10 @@ def _significant(value: float) -> float:
 
 
 @torch.inference_mode()
-def forward_seconds(lm: LoadedModel, ids: list[int], repeats: int) -> float:
+def forward_seconds(lm: LoadedModel, ids: list[int], repeats: int, warmup: int = 1) -> float:
     """Median time of one plain forward over ``ids`` (a prefill: cache built, last logits only)."""
     tokens = torch.tensor([ids], device=lm.device)
-    return median_seconds(lambda: lm.model(input_ids=tokens, logits_to_keep=1), repeats)
+    return median_seconds(lambda: lm.model(input_ids=tokens, logits_to_keep=1), repeats, warmup)
 
 
 def largest_n(policy: Policy, settings: EfficiencySettings) -> int | None:
@@ -194,18 +196,20 @@ def run(lm: LoadedModel, specs: list[PolicySpec], settings: EfficiencySettings, 
         text = prose_segments(lm.tokenizer, size, 1)[0]
         ids = lm.tokenizer(text, add_special_tokens=False)["input_ids"]
         keep = round(0.8 * len(ids))  # J = 0.8 n: the n candidates are the J + h of a refresh with h = J/4
-        forward = forward_seconds(long_lm, ids, settings.repeats)
+        long = size > settings.long_from
+        repeats = settings.long_repeats if long else settings.repeats
+        forward = forward_seconds(long_lm, ids, repeats, warmup=0 if long else 1)
         groups: dict[tuple, list[PolicySpec]] = {}
         for spec in todo:
             groups.setdefault(_fill_key(policies[spec.label], num_layers) + (tuple(spec.engine.items()),), []).append(spec)
         for group in groups.values():
             session = filled_session(long_lm, ids, group[0])
             for spec in group:
-                seconds, peak = refresh_cost(session, policies[spec.label], keep, settings.repeats)
+                seconds, peak = refresh_cost(session, policies[spec.label], keep, repeats)
                 refresh.add({
                     "policy": spec.label, "n": size, "cache_size": keep, "refresh_seconds": _significant(seconds),
                     "forward_seconds": _significant(forward), "ratio": _significant(seconds / forward),
-                    "repeats": settings.repeats, "peak_mb": round(peak, 1),
+                    "repeats": repeats, "peak_mb": round(peak, 1),
                 })
             del session
         log(f"{name}: refresh cost at n={size} done")
