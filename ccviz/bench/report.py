@@ -135,11 +135,13 @@ def efficiency_table(summary: pd.DataFrame) -> str:
     for column in columns:
         frame[column] = frame[column].map(_ratio)
     for column, fmt in (("total_seconds", "{:.1f} s"), ("time_vs_full", "{:.2f}x"), ("peak_rss_mb", "{:.0f} MB"),
-                        ("rss_growth_mb", "{:+.0f} MB")):
+                        ("rss_growth_mb", "{:+.0f} MB"), ("refresh_exponent", "n^{:.2f}"), ("forward_exponent", "n^{:.2f}"),
+                        ("largest_n", "{:.0f}"), ("refresh_peak_mb", "{:.0f} MB")):
         if column in frame:
             frame[column] = frame[column].map(lambda v, f=fmt: "-" if pd.isna(v) else f.format(v))
     names = {**columns, "total_seconds": "end to end", "time_vs_full": "vs full", "peak_rss_mb": "peak RSS",
-             "rss_growth_mb": "RSS growth during the run"}
+             "rss_growth_mb": "RSS growth during the run", "refresh_exponent": "refresh cost ~",
+             "forward_exponent": "forward ~", "largest_n": "largest n", "refresh_peak_mb": "refresh peak memory there"}
     return _markdown(frame.rename(columns=names))
 
 
@@ -149,6 +151,17 @@ def _against_default(paired: pd.DataFrame) -> pd.Series:
         for row in paired.itertuples(index=False)
     ]
     return pd.Series(cells, index=paired.policy, name="vs its default: kept / lost (sign test)")
+
+
+FACT_TYPES_OF_INTEREST = ("identifier", "number")  # the facts token-level scoring never kept whole
+
+
+def _survival_by_type(rows: pd.DataFrame, types: tuple[str, ...]) -> pd.DataFrame:
+    """Kept / cases per policy for each of ``types`` (all budgets of the rows together)."""
+    cells = rows[(rows.policy != "full") & rows.fact_type.isin(types)]
+    counts = cells.groupby(["policy", "fact_type"], sort=False).survived.agg(["sum", "size"])
+    frame = counts.apply(lambda r: f"{int(r['sum'])}/{int(r['size'])}", axis=1).unstack("fact_type")
+    return frame.reindex(columns=list(types)).rename(columns=lambda t: f"{t}s kept")
 
 
 def ablation_table(retention: pd.DataFrame | None, perplexity: pd.DataFrame | None,
@@ -166,6 +179,7 @@ def ablation_table(retention: pd.DataFrame | None, perplexity: pd.DataFrame | No
         parts.append(pd.DataFrame(columns, index=r.index))
         if retention_rows is not None and not retention_rows.empty:
             parts.append(_against_default(paired_with_defaults(retention_rows)).to_frame())
+            parts.append(_survival_by_type(retention_rows, FACT_TYPES_OF_INTEREST))
     if perplexity is not None and not perplexity.empty:
         p = perplexity[perplexity.policy != "full"].set_index("policy")
         parts.append(pd.DataFrame({"NLL gap to full": p.delta_nll.map(lambda v: f"{v:+.3f}")}, index=p.index))
