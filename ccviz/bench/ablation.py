@@ -58,29 +58,36 @@ def _recent(share: float) -> tuple[tuple[str, float], ...]:
 def beyond_paper_specs(num_layers: int) -> list[PolicySpec]:
     """The new axes, each crossed with the scores that matter (``num_layers``: the model's L).
 
-    - fast {logit, contrast} x unit {token, word, sentence} x pool x recent {0, J/4, J/2}, and smooth 9
-      x {token, word/max} x recent for both scores;
-    - full {logprob (ours), logit (the paper's)} by word and sentence, and with recent J/4;
+    - units: fast/logit by word and sentence, max and mean; fast/contrast by word and sentence (max);
+      the full variant (logprob, ours, and logit, the paper's) by word;
+    - recency hybrids: recent J/4 and J/2 for fast/logit and fast/contrast, and with word units for
+      fast/logit; recent J/4 for the full variant;
+    - wider smoothing (9) for both fast scores, crossed with recent J/4 and J/2 and with word units
+      for contrast (the region the score grid never measured);
     - the layer split: from_layer l in {L/4, L/2, 3L/4, L-1} for logit and logprob;
-    - the banded pass: window {32, 128} for fast/logit and full/logprob;
-    - the attention policies (TOVA, H2O, SnapKV) by word, and TOVA by sentence.
+    - the banded pass: window {32, 128} for fast/logit, 128 for full/logprob;
+    - the attention policies by token (their defaults, to pair with) and by word, TOVA by sentence,
+      and the recency window.
     """
-    specs = []
-    for score, unit, share in itertools.product(("logit", "contrast"), UNITS, RECENT_SHARES):
-        if unit or share:  # token level without recent is in the score grid already
-            specs.append(PolicySpec("counter_causal_fast", (("score", score), *unit, *_recent(share))))
-    for score, unit, share in itertools.product(("logit", "contrast"), UNITS[:2], RECENT_SHARES):
-        specs.append(PolicySpec("counter_causal_fast", (("score", score), ("smooth", WIDE_SMOOTHING), *unit, *_recent(share))))
-    for score in ("logprob", "logit"):
-        specs += [PolicySpec("counter_causal", (("score", score), *unit)) for unit in (UNITS[1], UNITS[3])]
-        specs.append(PolicySpec("counter_causal", (("score", score), *_recent(0.25))))
+    fast, full = "counter_causal_fast", "counter_causal"
+    word, word_mean, sentence, sentence_mean = UNITS[1:]
+    specs = [PolicySpec(fast, (("score", "logit"), *unit)) for unit in (word, word_mean, sentence, sentence_mean)]
+    specs += [PolicySpec(fast, (("score", "contrast"), *unit)) for unit in (word, sentence)]
+    specs += [PolicySpec(full, (("score", score), *word)) for score in ("logprob", "logit")]
+    for score, share in itertools.product(("logit", "contrast"), RECENT_SHARES[1:]):
+        specs.append(PolicySpec(fast, (("score", score), *_recent(share))))
+    specs += [PolicySpec(fast, (("score", "logit"), *word, *_recent(share))) for share in RECENT_SHARES[1:]]
+    specs.append(PolicySpec(full, (("score", "logprob"), *_recent(0.25))))
+    for score in ("logit", "contrast"):
+        specs += [PolicySpec(fast, (("score", score), ("smooth", WIDE_SMOOTHING), *_recent(share))) for share in RECENT_SHARES]
+    specs.append(PolicySpec(fast, (("score", "contrast"), ("smooth", WIDE_SMOOTHING), *word)))
     for score, share in itertools.product(("logit", "logprob"), LAYER_SPLITS):
-        specs.append(PolicySpec("counter_causal", (("score", score), ("from_layer", round(share * (num_layers - 1))))))
-    for window in WINDOWS:
-        specs.append(PolicySpec("counter_causal_fast", (("score", "logit"), ("window", window))))
-        specs.append(PolicySpec("counter_causal", (("score", "logprob"), ("window", window))))
-    specs += [PolicySpec(name, UNITS[1]) for name in ("tova", "h2o", "snapkv")]
-    specs += [PolicySpec("tova", UNITS[3]), PolicySpec("sliding")]
+        specs.append(PolicySpec(full, (("score", score), ("from_layer", round(share * (num_layers - 1))))))
+    specs += [PolicySpec(fast, (("score", "logit"), ("window", window))) for window in WINDOWS]
+    specs.append(PolicySpec(full, (("score", "logprob"), ("window", WINDOWS[-1]))))
+    for name in ("tova", "h2o", "snapkv"):
+        specs += [PolicySpec(name), PolicySpec(name, word)]
+    specs += [PolicySpec("tova", sentence), PolicySpec("sliding")]
     return specs
 
 
