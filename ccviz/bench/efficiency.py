@@ -54,6 +54,7 @@ class EfficiencySettings(Validated):
     repeats: int = whole("repeats", 1, default=3)
     long_repeats: int = whole("repeats beyond long_from", 1, default=1)  # one forward at 32K takes minutes
     long_from: int = whole("long_from", 2, default=4096)  # n above this: long_repeats, and no untimed warm-up forward
+    forward_max_n: int = whole("forward_max_n", 2, default=8192)  # the plain forward baseline (a ratio's denominator) up to here
     full_max_n: int = whole("full variant's largest n", 2, default=8192)  # all L layers re-run: O(L n^2) unbanded
     attention_max_n: int = whole("attention policies' largest n", 2, default=4096)  # their fill captures attention weights
     prompt_tokens: int = whole("prompt tokens", 1, default=1000)
@@ -181,7 +182,9 @@ def run(lm: LoadedModel, specs: list[PolicySpec], settings: EfficiencySettings, 
     model_args = model_args or {}
     saved = {"model": lm.name, "threads": torch.get_num_threads(), **asdict(settings)}
     refresh = ResultTable(out, f"{name}_refresh", REFRESH_COLUMNS, ["policy", "n"], saved, fresh=fresh)
-    e2e = ResultTable(out, f"{name}_e2e", E2E_COLUMNS, ["policy"], saved, fresh=fresh)
+    # end to end depends on these settings only, so growing the refresh sizes keeps its rows
+    e2e_saved = {k: saved[k] for k in ("model", "threads", "prompt_tokens", "new_tokens", "cache_size")}
+    e2e = ResultTable(out, f"{name}_e2e", E2E_COLUMNS, ["policy"], e2e_saved, fresh=fresh)
     refresh.pin_policies(specs)
     e2e.pin_policies(specs)
     policies = {s.label: s.build() for s in specs}
@@ -198,7 +201,7 @@ def run(lm: LoadedModel, specs: list[PolicySpec], settings: EfficiencySettings, 
         keep = round(0.8 * len(ids))  # J = 0.8 n: the n candidates are the J + h of a refresh with h = J/4
         long = size > settings.long_from
         repeats = settings.long_repeats if long else settings.repeats
-        forward = forward_seconds(long_lm, ids, repeats, warmup=0 if long else 1)
+        forward = forward_seconds(long_lm, ids, repeats, warmup=0 if long else 1) if size <= settings.forward_max_n else float("nan")
         groups: dict[tuple, list[PolicySpec]] = {}
         for spec in todo:
             groups.setdefault(_fill_key(policies[spec.label], num_layers) + (tuple(spec.engine.items()),), []).append(spec)
@@ -208,7 +211,7 @@ def run(lm: LoadedModel, specs: list[PolicySpec], settings: EfficiencySettings, 
                 seconds, peak = refresh_cost(session, policies[spec.label], keep, repeats)
                 refresh.add({
                     "policy": spec.label, "n": size, "cache_size": keep, "refresh_seconds": _significant(seconds),
-                    "forward_seconds": _significant(forward), "ratio": _significant(seconds / forward),
+                    "forward_seconds": _significant(forward), "ratio": _significant(seconds / forward),  # NaN past forward_max_n
                     "repeats": repeats, "peak_mb": round(peak, 1),
                 })
             del session
@@ -231,7 +234,8 @@ def default_specs() -> list[PolicySpec]:
 
 def fitted_exponent(n: pd.Series, seconds: pd.Series) -> float:
     """The slope of log(seconds) against log(n), least squares: cost ~ n^slope (NaN with under 2 sizes)."""
-    x, y = n.astype(float).map(math.log), seconds.astype(float).map(math.log)
+    measured = pd.to_numeric(seconds, errors="coerce") > 0
+    x, y = n[measured].astype(float).map(math.log), seconds[measured].astype(float).map(math.log)
     if x.nunique() < 2:
         return float("nan")
     return float(((x - x.mean()) * (y - y.mean())).sum() / ((x - x.mean()) ** 2).sum())
