@@ -1,5 +1,6 @@
 """The benchmark harness: generators, metrics, spans, result files and the perplexity measure."""
 
+import math
 import re
 import xml.etree.ElementTree as ET
 
@@ -323,3 +324,28 @@ def test_retention_breakdown_splits_survival_by_fact_type_and_position_at_the_mi
     assert "| sliding | 0% (1) | 50% (2) |" in text  # name, number
     assert "| sliding | 0% (1) | 0% (1) | 100% (1) |" in text  # first, middle, last third
     assert "| full |" not in text
+
+
+# ----- efficiency: which sizes each policy is timed at, and the fitted exponent ------------------------
+def test_quadratic_passes_stop_early_and_others_go_to_every_size():
+    from ccviz.bench.efficiency import timed_sizes
+
+    settings = {"sizes": [512, 4096, 8192, 32768], "full_max_n": 8192, "attention_max_n": 4096}
+    assert timed_sizes("counter_causal_fast", settings) == [512, 4096, 8192, 32768]
+    assert timed_sizes("counter_causal_fast:window=128", settings) == [512, 4096, 8192, 32768]
+    assert timed_sizes("counter_causal:window=512", settings) == [512, 4096, 8192]  # the full variant, banded or not
+    assert timed_sizes("counter_causal", settings) == [512, 4096, 8192]
+    assert timed_sizes("tova", settings) == [512, 4096] and timed_sizes("h2o", settings) == [512, 4096]
+    assert timed_sizes("sliding", settings) == [512, 4096, 8192, 32768]
+    assert timed_sizes("tova", {"sizes": [512, 1024]}) == [512, 1024]  # metadata from before the limits
+
+
+def test_fitted_exponent_recovers_a_power_law_and_skips_missing_times():
+    import pandas as pd
+
+    from ccviz.bench.efficiency import fitted_exponent
+
+    n = pd.Series([512, 1024, 2048, 4096])
+    assert fitted_exponent(n, 3e-9 * n.astype(float) ** 2) == pytest.approx(2.0)
+    assert fitted_exponent(n, pd.Series([1e-3, float("nan"), 4e-3, 8e-3])) == pytest.approx(1.0)
+    assert math.isnan(fitted_exponent(n[:1], pd.Series([1.0])))
