@@ -121,28 +121,30 @@ def test_matches_reference_with_gapped_positions(tiny):
     _check_against_reference(tiny, ids, positions)
 
 
+def _scores_with_perturbed_entries(model, ids, entries, **options):
+    """Surprise of every entry after adding noise to the cached K/V of ``entries`` in every layer, and without."""
+    pos = torch.arange(ids.shape[1])
+    kv, hidden = causal_pass(model, ids, pos[None])
+    base = surprise_from_cache(model, kv, ids[0], pos, hidden, **options)
+    generator = torch.Generator().manual_seed(0)
+    changed = []
+    for keys, values in kv:
+        keys, values = keys.clone(), values.clone()
+        keys[:, :, entries] += torch.randn(keys[:, :, entries].shape, generator=generator)
+        values[:, :, entries] += torch.randn(values[:, :, entries].shape, generator=generator)
+        changed.append((keys, values))
+    return surprise_from_cache(model, changed, ids[0], pos, hidden, **options), base
+
+
 @pytest.mark.parametrize("variant", ["full", "fast", "fast_mlp"])
 @pytest.mark.parametrize("min_gap", [0, 2])
 def test_mask_is_counter_causal(smollm, variant, min_gap):
     ids = torch.tensor([smollm.tokenizer(TEXT)["input_ids"][:24]])
-    n = ids.shape[1]
-    pos = torch.arange(n)
-    kv, hidden = causal_pass(smollm.model, ids, pos[None])
-    base = surprise_from_cache(smollm.model, kv, ids[0], pos, hidden, variant=variant, score="logit", min_gap=min_gap)
-    i = 10
-    generator = torch.Generator().manual_seed(0)
-
-    def perturbed(entries):
-        changed = []
-        for keys, values in kv:
-            keys, values = keys.clone(), values.clone()
-            keys[:, :, entries] += torch.randn(keys[:, :, entries].shape, generator=generator)
-            values[:, :, entries] += torch.randn(values[:, :, entries].shape, generator=generator)
-            changed.append((keys, values))
-        return surprise_from_cache(smollm.model, changed, ids[0], pos, hidden, variant=variant, score="logit", min_gap=min_gap)
-
-    assert perturbed(list(range(0, i + min_gap + 1)))[i] == base[i]  # the past and the hidden gap: no effect
-    assert abs(perturbed([i + min_gap + 1])[i] - base[i]) > 1e-4  # the first visible future entry matters
+    i, options = 10, dict(variant=variant, score="logit", min_gap=min_gap)
+    perturbed, base = _scores_with_perturbed_entries(smollm.model, ids, list(range(0, i + min_gap + 1)), **options)
+    assert perturbed[i] == base[i]  # the past and the hidden gap: no effect
+    perturbed, base = _scores_with_perturbed_entries(smollm.model, ids, [i + min_gap + 1], **options)
+    assert abs(perturbed[i] - base[i]) > 1e-4  # the first visible future entry matters
 
 
 @pytest.mark.parametrize("min_gap", [0, 1, 3])
@@ -242,25 +244,13 @@ def test_a_window_covering_every_entry_is_no_window(smollm, variant):
 def test_a_banded_entry_never_sees_beyond_its_window(smollm, variant):
     ids = torch.tensor([smollm.tokenizer(TEXT)["input_ids"][:30]])
     n, i, W = ids.shape[1], 6, 8
-    pos = torch.arange(n)
-    kv, hidden = causal_pass(smollm.model, ids, pos[None])
-    kwargs = dict(variant=variant, score="logit", min_gap=0, window=W)
-    base = surprise_from_cache(smollm.model, kv, ids[0], pos, hidden, **kwargs)
-    generator = torch.Generator().manual_seed(0)
-
-    def perturbed(entries):
-        changed = []
-        for keys, values in kv:
-            keys, values = keys.clone(), values.clone()
-            keys[:, :, entries] += torch.randn(keys[:, :, entries].shape, generator=generator)
-            values[:, :, entries] += torch.randn(values[:, :, entries].shape, generator=generator)
-            changed.append((keys, values))
-        return surprise_from_cache(smollm.model, changed, ids[0], pos, hidden, **kwargs)
-
+    options = dict(variant=variant, score="logit", min_gap=0, window=W)
     # every layer's rows read the cache, never other rows, so the band holds through all of them
-    assert perturbed(list(range(i + W + 1, n)))[i] == base[i]
-    assert perturbed(list(range(0, i + 1)))[i] == base[i]
-    assert abs(perturbed([i + W])[i] - base[i]) > 1e-4  # the last entry inside the window matters
+    for entries in (list(range(i + W + 1, n)), list(range(0, i + 1))):
+        perturbed, base = _scores_with_perturbed_entries(smollm.model, ids, entries, **options)
+        assert perturbed[i] == base[i]
+    perturbed, base = _scores_with_perturbed_entries(smollm.model, ids, [i + W], **options)
+    assert abs(perturbed[i] - base[i]) > 1e-4  # the last entry inside the window matters
 
 
 def test_smoothing_averages_neighbours_and_keeps_inf():
