@@ -349,3 +349,18 @@ def test_fitted_exponent_recovers_a_power_law_and_skips_missing_times():
     assert fitted_exponent(n, 3e-9 * n.astype(float) ** 2) == pytest.approx(2.0)
     assert fitted_exponent(n, pd.Series([1e-3, float("nan"), 4e-3, 8e-3])) == pytest.approx(1.0)
     assert math.isnan(fitted_exponent(n[:1], pd.Series([1.0])))
+
+
+def test_policies_that_only_read_the_cache_share_one_fill():
+    from ccviz.bench.efficiency import fill_groups
+    from ccviz.bench.specs import parse_spec
+
+    specs = [parse_spec(t) for t in ("sliding", "tova", "counter_causal", "counter_causal_fast", "counter_causal_fast:window=128",
+                                     "counter_causal:from_layer=7", "h2o", "sliding:granularity=word")]
+    policies = {s.label: s.build() for s in specs}
+    groups = [[s.label for s in group] for group in fill_groups(specs, policies, 30)]
+    assert ["tova"] in groups and ["h2o"] in groups  # they capture attention or keep per-pass state
+    # the fast variant's fill stores H^(29), enough for every policy that needs less
+    assert ["counter_causal_fast", "sliding", "counter_causal", "counter_causal_fast:window=128"] in groups
+    assert ["counter_causal:from_layer=7"] in groups and ["sliding:granularity=word"] in groups
+    assert sorted(label for group in groups for label in group) == sorted(policies)

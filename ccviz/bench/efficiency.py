@@ -95,12 +95,29 @@ def timed_sizes(label: str, settings: dict[str, Any]) -> list[int]:
     return [n for n in chosen.sizes if limit is None or n <= limit]
 
 
-def _fill_key(policy: Policy, num_layers: int) -> tuple:
-    """Policies that only read the cache (no attention captured, no per-pass state) and store the same
-    residual rows can be timed on one filled cache: filling 32K tokens takes minutes."""
-    if policy.attention is not None or type(policy).observe is not Policy.observe:
-        return ("own", policy.name, tuple(sorted(policy.options().items())))
-    return ("shared", policy.residual_layers(num_layers))
+def fill_groups(specs: list[PolicySpec], policies: dict[str, Policy], num_layers: int) -> list[list[PolicySpec]]:
+    """Specs whose refreshes can be timed on one filled cache, the first of each group filling it.
+
+    A policy that only reads the cache (no attention captured, no per-pass state) can be timed on a
+    cache filled under any policy at the same granularity that stores at least the residual rows it
+    reads: filling 32K tokens takes minutes, so such policies share fills. The others fill their own.
+    """
+    groups: list[list[PolicySpec]] = []
+    shared: dict[tuple, list[PolicySpec]] = {}
+    for spec in specs:
+        policy = policies[spec.label]
+        if policy.attention is not None or type(policy).observe is not Policy.observe:
+            groups.append([spec])
+        else:
+            shared.setdefault(tuple(spec.engine.items()), []).append(spec)
+    layers = {s.label: set(policies[s.label].residual_layers(num_layers)) for s in specs if s.label in policies}
+    for members in shared.values():
+        while members:
+            filler = max(members, key=lambda s: len(layers[s.label]))
+            covered = [s for s in members if layers[s.label] <= layers[filler.label]]
+            groups.append([filler, *(s for s in covered if s is not filler)])
+            members = [s for s in members if s not in covered]
+    return groups
 
 
 def refresh_cost(session: CacheSession, policy: Policy, keep: int, repeats: int) -> tuple[float, float]:
@@ -202,10 +219,7 @@ def run(lm: LoadedModel, specs: list[PolicySpec], settings: EfficiencySettings, 
         long = size > settings.long_from
         repeats = settings.long_repeats if long else settings.repeats
         forward = forward_seconds(long_lm, ids, repeats, warmup=0 if long else 1) if size <= settings.forward_max_n else float("nan")
-        groups: dict[tuple, list[PolicySpec]] = {}
-        for spec in todo:
-            groups.setdefault(_fill_key(policies[spec.label], num_layers) + (tuple(spec.engine.items()),), []).append(spec)
-        for group in groups.values():
+        for group in fill_groups(todo, policies, num_layers):
             session = filled_session(long_lm, ids, group[0])
             for spec in group:
                 seconds, peak = refresh_cost(session, policies[spec.label], keep, repeats)
