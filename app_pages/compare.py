@@ -20,8 +20,8 @@ with st.sidebar:
     runs = []
     for i in range(count):
         with st.expander(f"Run {LETTERS[i]}", expanded=i < 2):
-            runs.append((*policy_input(f"cmp.p{i}", default=defaults[i % len(defaults)], label=f"Policy {LETTERS[i]}"),
-                         unit_input(f"cmp.p{i}")))
+            policy, options = policy_input(f"cmp.p{i}", default=defaults[i % len(defaults)], label=f"Policy {LETTERS[i]}")
+            runs.append((policy, options, unit_input(f"cmp.p{i}", policy)))
     st.header("Budget (shared)")
     budget = budget_input("cmp")
     st.header("Decoding (shared)")

@@ -18,7 +18,7 @@ st.caption(
 with st.sidebar:
     st.header("Policy")
     policy, options = policy_input("run.policy", default="counter_causal_fast")
-    units = unit_input("run")
+    units = unit_input("run", policy)
     st.header("Budget")
     budget = budget_input("run")
     st.header("Decoding")

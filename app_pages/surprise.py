@@ -22,7 +22,7 @@ st.caption(
 with st.sidebar:
     st.header("Budget run")
     policy, options = policy_input("sur.policy", default="counter_causal_fast")
-    units = unit_input("sur")
+    units = unit_input("sur", policy)
     budget = budget_input("sur", default_cache=256)
     st.header("Counter-causal surprise")
     variant = st.selectbox("Variant", VARIANTS, index=VARIANTS.index("fast"), key="sur.variant", persist_state="session")

@@ -48,8 +48,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="policy option (repeatable)")
     run.add_argument("--record", default="policy", choices=RECORDS,
                      help="scores kept in the trace: the policy's own, or also the cheap companion signals")
-    run.add_argument("--granularity", default="token", choices=GRANULARITIES,
-                     help="the unit a refresh keeps or evicts whole: a token, a word or a sentence")
+    run.add_argument("--granularity", choices=GRANULARITIES,
+                     help="the unit a refresh keeps or evicts whole: a token, a word or a sentence (default: the policy's)")
     run.add_argument("--pool", default="max", choices=POOLS,
                      help="a word's or sentence's score: the max or the mean of its tokens' scores")
     run.add_argument("--out", type=Path, help="save the trace as JSON")

@@ -21,6 +21,7 @@ import pandas as pd
 from ..capture import decoder_layers
 from ..choices import SURPRISE_SCORES
 from ..models import LoadedModel
+from ..policies import POLICIES
 from . import perplexity, retention
 from .specs import PolicySpec, parse_spec
 
@@ -43,10 +44,18 @@ WINDOWS = (32, 128)  # W; at the screen's J = 25% of ~660 tokens a refresh sees 
 LAYER_SPLITS = (0.25, 0.5, 0.75, 1.0)  # from_layer as a share of L - 1 (0 is the full variant itself)
 
 
+def by_token(spec: PolicySpec) -> PolicySpec:
+    """``spec`` with ``granularity=token`` written out when its policy keeps bigger units by default, so
+    a token-level cell of the grid stays token-level (and keeps its label) whatever the default."""
+    if POLICIES[spec.name].default_granularity == "token" or "granularity" in spec.engine:
+        return spec
+    return PolicySpec(spec.name, (*spec.options, ("granularity", "token")))
+
+
 def ablation_specs() -> list[PolicySpec]:
-    """The score grid (the paper's options)."""
+    """The score grid (the paper's options), token by token."""
     return [
-        PolicySpec(variant, (("score", score), ("min_gap", gap), ("smooth", smooth)))
+        by_token(PolicySpec(variant, (("score", score), ("min_gap", gap), ("smooth", smooth))))
         for variant, score, gap, smooth in itertools.product(ABLATED_POLICIES, SURPRISE_SCORES, MIN_GAPS, SMOOTHING)
     ]
 
@@ -88,7 +97,7 @@ def beyond_paper_specs(num_layers: int) -> list[PolicySpec]:
     for name in ("tova", "h2o", "snapkv"):
         specs += [PolicySpec(name), PolicySpec(name, word)]
     specs += [PolicySpec("tova", sentence), PolicySpec("sliding")]
-    return specs
+    return [by_token(spec) for spec in specs]
 
 
 def quick_beyond_specs(num_layers: int) -> list[PolicySpec]:

@@ -14,9 +14,8 @@ from typing import Iterable
 
 import pandas as pd
 
-from ..policies import POLICIES
 from .metrics import sign_test
-from .specs import parse_spec
+from .specs import PolicySpec, parse_spec
 
 COLUMNS = ["policy", "budget", "default", "cases", "wins", "losses", "p"]
 
@@ -29,7 +28,7 @@ def default_labels(labels: Iterable[str]) -> dict[str, str]:
     specs = {label: parse_spec(label) for label in labels}
     defaults: dict[str, str] = {}
     for label in sorted(labels, key=len):
-        if not specs[label].engine and specs[label].build().options() == POLICIES[specs[label].name]().options():
+        if specs[label].meaning() == PolicySpec(specs[label].name).meaning():
             defaults.setdefault(specs[label].name, label)
     return {label: defaults[spec.name] for label, spec in specs.items() if spec.name in defaults}
 

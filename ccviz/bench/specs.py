@@ -54,8 +54,12 @@ class PolicySpec:
         return settings
 
     def meaning(self) -> dict[str, Any]:
-        """Every resolved policy option plus the run settings the spec sets: what a result label stands for."""
-        return {**self.build().options(), **self.engine}
+        """Every resolved policy option plus the run settings the spec sets, and the policy's own unit
+        when it is not the token: what a result label stands for."""
+        policy, engine = self.build(), self.engine
+        unit = engine.get("granularity", policy.default_granularity)
+        resolved = {} if unit == "token" else {"granularity": unit, "pool": engine.get("pool", "max")}
+        return {**policy.options(), **engine, **resolved}
 
     def means(self, recorded: dict[str, Any]) -> bool:
         """Whether the spec still means what ``recorded`` (an earlier :meth:`meaning`) says. An option the

@@ -31,7 +31,7 @@ class RunConfig:
     decision (``granularity``, ``pool``: :mod:`ccviz.units`) and decoding.
 
     ``chunk_size=None`` means h = J/4 (the paper's), ``frozen="auto"`` the chat template up to the
-    user-turn header (0 in raw text), ``recent=None`` the policy's own default, ``prefill_step=None``
+    user-turn header (0 in raw text), ``recent=None`` and ``granularity=None`` the policy's own defaults, ``prefill_step=None``
     h tokens per prefill forward. ``policy_options`` may be given as a dict; it is stored as sorted
     (name, value) pairs, so equal settings are equal (and hash equal) however they were written.
     """
@@ -51,7 +51,7 @@ class RunConfig:
     prefill_step: int | None = whole("prefill step", 1, default=None, optional=True)
     stop_at_eos: bool = flag("stop_at_eos", default=True)
     record: Record = choice("record", RECORDS, default="policy")
-    granularity: Granularity = choice("granularity", GRANULARITIES, default="token")  # the unit kept or evicted whole
+    granularity: Granularity | None = choice("granularity", GRANULARITIES, default=None, optional=True)  # the unit kept whole; None: the policy's
     pool: Pool = choice("pool", POOLS, default="max")  # a unit's score from its tokens' (word and sentence units)
 
     def __post_init__(self) -> None:
@@ -106,6 +106,7 @@ class RunConfig:
         recent = policy.default_recent(self.cache_size) if self.recent is None else self.recent
         return self.replace(
             policy_options=policy.options(), chunk_size=h, frozen=max(frozen, sinks), recent=recent,
+            granularity=self.granularity or policy.default_granularity,
             prefill_step=h if self.prefill_step is None else self.prefill_step,
         )
 

@@ -131,7 +131,7 @@ def generate(
     prefill_step: int | None = None,
     stop_at_eos: bool = True,
     record: str = "policy",
-    granularity: str = "token",
+    granularity: str | None = None,
     pool: str = "max",
     progress: ProgressCallback | None = None,
     should_stop: StopCheck | None = None,
@@ -146,8 +146,8 @@ def generate(
     prompt token by token, with identical results). ``stop_at_eos=False`` always generates
     ``max_new_tokens`` (benchmarks need fixed lengths). ``record="all"`` also records the cheap
     companion signals (attention_last, attention_chunk, surprise) at every refresh, next to the
-    policy's own; they never change what is kept. ``granularity`` ("token", "word" or "sentence") is the
-    unit a refresh keeps or evicts whole, scored by the ``pool`` ("max" or "mean") of its tokens'
+    policy's own; they never change what is kept. ``granularity`` ("token", "word" or "sentence"; default:
+    the policy's) is the unit a refresh keeps or evicts whole, scored by the ``pool`` ("max" or "mean") of its tokens'
     scores (:mod:`ccviz.units`). ``should_stop`` is polled between forward passes;
     a stopped run returns its partial trace with status "cancelled". ``on_refresh`` streams each
     refresh as it happens (see :data:`RefreshCallback`).

@@ -13,6 +13,7 @@ import torch
 
 from ..cache import CacheState
 from ..capture import AttentionNeed, Capture
+from ..choices import Granularity
 from ..fields import Validated
 
 
@@ -34,6 +35,7 @@ class Policy(Validated):
     needs_hidden: ClassVar[bool] = False  # store H^(L-1) next to the cache (see residual_layers for other layers)
     sinks: ClassVar[int] = 0  # leading tokens that are always frozen, whatever ``frozen`` says
     attention: ClassVar[AttentionNeed | None] = None  # real attention weights read in :meth:`observe`
+    default_granularity: ClassVar[Granularity] = "token"  # the unit kept whole when the run does not say (ccviz.units)
 
     def default_recent(self, cache_size: int) -> int:
         """Trailing entries always kept when the user does not say (0 for most policies)."""

@@ -113,18 +113,22 @@ def policy_input(key: str, default: str | None = None, label: str = "Policy") ->
     return policy, tuple(options)
 
 
-def unit_input(key: str) -> dict[str, str]:
+def unit_input(key: str, policy: str) -> dict[str, str | None]:
     """The unit of the keep decision (RunConfig's ``granularity`` and ``pool``): any policy by token, word or sentence."""
-    granularities = rule_of(RunConfig, "granularity").choices
-    granularity = st.segmented_control(
-        "Keep whole", granularities, default="token", key=f"{key}.granularity", required=True, persist_state=SESSION,
+    granularities = ("default", *rule_of(RunConfig, "granularity").choices)
+    choice = st.segmented_control(
+        "Keep whole", granularities, default="default", key=f"{key}.granularity", required=True, persist_state=SESSION,
+        format_func=lambda g: f"default ({POLICIES[policy].default_granularity})" if g == "default" else g,
         help="The unit a refresh keeps or evicts: single tokens (the paper's), whole words (so KX-4817 or 4817 "
-             "survives whole or not at all) or whole sentences. A unit scores the max or mean of its tokens' scores.",
+             "survives whole or not at all) or whole sentences; default: the policy's own. A unit scores the max or "
+             "mean of its tokens' scores.",
     )
+    granularity = None if choice == "default" else choice
     pools = rule_of(RunConfig, "pool").choices
     pool = st.segmented_control(
         "Unit score", pools, default="max", key=f"{key}.pool", required=True, persist_state=SESSION,
-        disabled=granularity == "token", help="How a word's or sentence's score is made from its tokens' scores.",
+        disabled=(granularity or POLICIES[policy].default_granularity) == "token",
+        help="How a word's or sentence's score is made from its tokens' scores.",
     )
     return dict(granularity=granularity, pool=pool)
 

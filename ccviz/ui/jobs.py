@@ -55,7 +55,7 @@ class RunTask:
     def label(self) -> str:
         opts = ", ".join(f"{k}={v}" for k, v in self.config.policy_options)
         label = f"{self.config.policy} ({opts})" if opts else self.config.policy
-        if self.config.granularity != "token":
+        if self.config.granularity is not None:  # set by the user (None: the policy's own unit)
             label += f" by {self.config.granularity} ({self.config.pool})"
         return label
 
