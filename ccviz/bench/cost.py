@@ -23,6 +23,7 @@ from .timing import median_seconds
 
 CASES = [("full", "logit"), ("full", "contrast"), ("full", "logprob"), ("fast", "logit"), ("fast", "contrast"),
          ("fast", "logprob"), ("fast_mlp", "logit")]
+LAYER_SPLITS = (0, 0.25, 0.5, 0.75, 1.0)  # from_layer as a share of L - 1: the cost of the layer split (logit)
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,25 @@ def run(model_args: dict[str, Any], settings: CostSettings, emit: Callable[[str]
             )
             cells.append(f"{seconds / forward:>7.3f}x ({seconds / all_logits:.2f}x)")
         emit(f"{n:>6} {forward:>10.3f} {all_logits:>12.3f} " + " ".join(f"{c:>17}" for c in cells))
+    _layer_split(model, all_ids, settings, emit)
     kv_bytes = sum(k.element_size() * k[0, :, 0].numel() * 2 for k, _ in kv)
     hidden_bytes = hidden.element_size() * hidden.shape[-1]
     emit("ratios: x plain forward (logits_to_keep=1), in brackets x forward computing all logits")
     emit(f"H^(L-1) buffer: {hidden_bytes} B/token vs K/V {kv_bytes} B/token = {100 * hidden_bytes / kv_bytes:.1f}%")
+
+
+def _layer_split(model: torch.nn.Module, all_ids: torch.Tensor, settings: CostSettings, emit: Callable[[str], None]) -> None:
+    """Refresh cost of the full variant started at from_layer l (logit), as a ratio to l = 0: it should
+    fall linearly with the layers re-run, L - l."""
+    last = len(model.model.layers) - 1
+    layers = list(dict.fromkeys(round(share * last) for share in LAYER_SPLITS))
+    emit("layer split (score=logit): cost of from_layer=l / cost of from_layer=0 (the full variant)")
+    emit(f"{'n':>6} " + " ".join(f"{'l=' + str(layer):>8}" for layer in layers))
+    for n in settings.sizes:
+        ids, pos = all_ids[:, :n], torch.arange(n)[None]
+        times = []
+        for layer in layers:
+            kv, hidden = causal_pass(model, ids, pos, residual_layer=layer)
+            times.append(median_seconds(lambda: surprise_from_cache(model, kv, ids[0], pos[0], hidden, from_layer=layer),
+                                        settings.repeats))
+        emit(f"{n:>6} " + " ".join(f"{t / times[0]:>7.3f}x" for t in times))
