@@ -239,6 +239,8 @@ def test_charts_are_valid_svg_with_one_line_per_policy(tmp_path):
     lines = svg.findall("{http://www.w3.org/2000/svg}polyline")
     assert len(lines) == 2 and len({line.get("stroke") for line in lines}) == 2  # full is the ceiling, not a line
     assert "tova" in (tmp_path / "accuracy.svg").read_text()
+    survival_only = summary.assign(accuracy=float("nan"))  # accuracy_cases=0: no accuracy chart, no error
+    assert [p.name for p in write_plots({"retention_summary": survival_only}, tmp_path)] == ["survival.svg"]
 
 
 def test_report_keeps_significant_digits_of_sub_millisecond_refreshes():

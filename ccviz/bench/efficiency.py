@@ -7,7 +7,10 @@ and the peak memory the decision adds. Work a policy does during every forward p
 attention bookkeeping) is not part of the refresh: it shows in the end-to-end times. n goes to
 32,768, past SmolLM2's 8,192 positions: RoPE extends to any position, so the times are real though
 the model's outputs there mean nothing. The quadratic passes stop earlier (``full_max_n``,
-``attention_max_n``), and the summary fits each policy's exponent of cost against n.
+``attention_max_n``), and the summary fits each policy's exponent of cost against n. Beyond
+``real_fill_max_n`` (8,192) the cache holds random K/V of the real shapes instead of a real fill
+(:func:`synthetic_session`): the decision's cost does not depend on the values, and a real 32K fill
+takes tens of minutes of CPU on 2 cores.
 *End to end*: a 1,000-token prompt plus 300 new tokens per policy, each in a fresh process: wall
 time and peak resident memory (Linux: the peak is reset after the model is loaded and warmed up, so
 ``peak_rss_mb - rss_before_mb`` is what the run itself added).
@@ -55,6 +58,7 @@ class EfficiencySettings(Validated):
     long_repeats: int = whole("repeats beyond long_from", 1, default=1)  # one forward at 32K takes minutes
     long_from: int = whole("long_from", 2, default=4096)  # n above this: long_repeats, and no untimed warm-up forward
     forward_max_n: int = whole("forward_max_n", 2, default=8192)  # the plain forward baseline (a ratio's denominator) up to here
+    real_fill_max_n: int = whole("real_fill_max_n", 2, default=8192)  # beyond: random K/V of the right shapes (see synthetic_session)
     full_max_n: int = whole("full variant's largest n", 2, default=8192)  # all L layers re-run: O(L n^2) unbanded
     attention_max_n: int = whole("attention policies' largest n", 2, default=4096)  # their fill captures attention weights
     prompt_tokens: int = whole("prompt tokens", 1, default=1000)
@@ -118,6 +122,28 @@ def fill_groups(specs: list[PolicySpec], policies: dict[str, Policy], num_layers
             groups.append([filler, *(s for s in covered if s is not filler)])
             members = [s for s in members if s not in covered]
     return groups
+
+
+def synthetic_session(lm: LoadedModel, ids: list[int], spec: PolicySpec) -> CacheSession:
+    """A session under ``spec`` whose cache holds ``ids`` with random K/V (and residual rows) of the real
+    shapes and dtype, nothing computed: a refresh decision costs the same whatever the values (no
+    kernel here branches on them), and a real fill of 32K tokens is tens of minutes of CPU. Only
+    policies that read nothing but the cache can be timed this way (:func:`fill_groups`' shared ones)."""
+    from transformers import DynamicCache
+
+    n, model = len(ids), lm.model
+    session = filled_session(lm, ids[:1], spec, cache_size=n)  # the config, with J = h = n
+    config, generator = model.config, torch.Generator().manual_seed(0)
+    dtype, device = next(model.parameters()).dtype, lm.device
+    kv_heads, head_dim = config.num_key_value_heads, getattr(config, "head_dim", config.hidden_size // config.num_attention_heads)
+    session.cache.kv = DynamicCache()
+    for layer in range(len(decoder_layers(model))):
+        keys, values = (torch.randn(1, kv_heads, n, head_dim, generator=generator).to(device, dtype) for _ in range(2))
+        session.cache.kv.update(keys, values, layer)
+    residuals = {layer: torch.randn(n, config.hidden_size, generator=generator).to(device, dtype)
+                 for layer in session.residual_layers}
+    session.cache.tok, session.cache.pos, session.cache.residuals = torch.tensor(ids), torch.arange(n), residuals
+    return session
 
 
 def refresh_cost(session: CacheSession, policy: Policy, keep: int, repeats: int) -> tuple[float, float]:
@@ -220,7 +246,11 @@ def run(lm: LoadedModel, specs: list[PolicySpec], settings: EfficiencySettings, 
         repeats = settings.long_repeats if long else settings.repeats
         forward = forward_seconds(long_lm, ids, repeats, warmup=0 if long else 1) if size <= settings.forward_max_n else float("nan")
         for group in fill_groups(todo, policies, num_layers):
-            session = filled_session(long_lm, ids, group[0])
+            real = size <= settings.real_fill_max_n
+            if not real and (policies[group[0].label].attention is not None
+                             or type(policies[group[0].label]).observe is not Policy.observe):
+                continue  # a policy with per-pass state needs a real fill (attention_max_n keeps it below this)
+            session = (filled_session if real else synthetic_session)(long_lm, ids, group[0])
             for spec in group:
                 seconds, peak = refresh_cost(session, policies[spec.label], keep, repeats)
                 refresh.add({

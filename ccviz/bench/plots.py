@@ -91,6 +91,8 @@ def write_plots(results: dict, directory: Path) -> list[Path]:
         retention = frames["retention_summary"]
         evicting = retention[retention.policy != "full"].assign(budget=lambda f: 100 * f.budget)
         for measure, label in (("survival", "fact survival (%)"), ("accuracy", "answer accuracy (%)")):
+            if evicting[measure].isna().all():  # a survival-only run (accuracy_cases=0): nothing to draw
+                continue
             charts[f"{measure}.svg"] = line_chart(
                 _by_policy(evicting, "budget", measure, 100), title=f"Rare-fact retention: {label.split(' (')[0]}",
                 x_label="budget J (% of the document)", y_label=label, y_range=(0, 100), **style)
