@@ -4,6 +4,7 @@ import math
 import re
 import xml.etree.ElementTree as ET
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -270,6 +271,7 @@ def test_sign_test_matches_the_binomial_tail():
     assert sign_test(0, 0) == 1.0
     assert sign_test(6, 0) == pytest.approx(2 / 64)  # all 6 discordant cases one way: 2 * (1/2)^6
     assert sign_test(5, 1) == sign_test(1, 5) == pytest.approx(2 * 7 / 64)
+    assert sign_test(np.int64(71), np.int64(1)) == pytest.approx(2 * 73 / 2**72)  # numpy counts: no overflow
     assert sign_test(3, 3) == 1.0
 
 

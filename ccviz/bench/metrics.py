@@ -33,6 +33,7 @@ def sign_test(wins: int, losses: int) -> float:
     Two variants run on the same cases mostly agree; only the cases where exactly one of them kept the
     fact carry evidence, which makes this far more sensitive than comparing two Wilson intervals.
     """
+    wins, losses = int(wins), int(losses)  # numpy integers would overflow 2**n past n = 63
     n = wins + losses
     if n == 0:
         return 1.0
