@@ -5,6 +5,7 @@ import streamlit as st
 from ccviz.errors import CcvizError
 from ccviz.plugins import load_plugins
 from ccviz.ui.model import model_status_line
+from ccviz.ui.views import image_format_input
 
 st.set_page_config(page_title="ccviz: KV-cache eviction lab", page_icon="🧠", layout="wide")
 
@@ -21,4 +22,6 @@ try:
 except CcvizError as err:
     st.error(str(err))
 model_status_line()
+with st.sidebar:
+    image_format_input()
 page.run()

@@ -6,7 +6,7 @@ from ccviz import POLICIES, RunConfig
 from ccviz.ui.inputs import budget_input, decoding_input, document_input, policy_input, unit_input
 from ccviz.ui.jobs import RunTask
 from ccviz.ui.state import run_controls
-from ccviz.ui.views import compare_view
+from ccviz.ui.views import compare_view, live_retention
 
 PAGE = "compare"
 LETTERS = "ABCD"
@@ -38,6 +38,7 @@ done = run_controls(
         RunTask(model.name, text, RunConfig(policy=policy, policy_options=options, chat=chat, **budget, **decoding, **units))
         for policy, options, units in runs
     ],
+    live_view=lambda job: live_retention(job, key="compare"),
 )
 if done is not None:
     shown = [(f"{LETTERS[i]} · {task.label}", trace) for i, (task, trace) in enumerate(zip(done.tasks, done.results)) if trace is not None]

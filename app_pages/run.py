@@ -6,7 +6,7 @@ from ccviz import RunConfig
 from ccviz.ui.inputs import budget_input, decoding_input, document_input, policy_input, unit_input
 from ccviz.ui.jobs import RunTask
 from ccviz.ui.state import run_controls
-from ccviz.ui.views import retention_view
+from ccviz.ui.views import live_retention, retention_view
 
 PAGE = "run"
 
@@ -36,6 +36,7 @@ done = run_controls(
     PAGE, "Run",
     lambda model: [RunTask(model.name, text, RunConfig(policy=policy, policy_options=options, chat=chat, **budget, **decoding, **units,
                                                   record="all" if record_all else "policy"))],
+    live_view=lambda job: live_retention(job, key="run"),
 )
 if done is not None and done.results[0] is not None:
     retention_view(done.results[0], key="run")

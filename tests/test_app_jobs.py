@@ -42,6 +42,40 @@ def test_a_job_runs_in_the_background_and_its_result_is_cached(tiny, tiny_worker
     assert not again.running and again.results[0] is trace  # instant: no thread, no recompute
 
 
+def test_the_live_trace_grows_per_refresh_and_its_last_state_draws_the_final_figure(tiny, tiny_worker):
+    from ccviz.figures import retention_heatmap
+
+    task = _task(tiny, max_new_tokens=12)
+    job = Job([task], tiny_worker, ResultStore()).start()
+    seen = []
+    while job.running:
+        live = job.live
+        if live is not None and (not seen or len(live.cycles) != seen[-1]):
+            seen.append(len(live.cycles))
+            assert [c.index for c in live.cycles] == list(range(len(live.cycles)))  # a snapshot, never half-extended
+            assert all(t < len(live.tokens) for c in live.cycles for t in c.kept)  # every drawn token is recorded
+        time.sleep(0.001)
+    final = _finish(job).results[0]
+    assert seen == sorted(seen) and len(seen) >= 2, seen  # drawn while running, growing
+    assert len(job.live.cycles) == len(final.cycles)
+    for colour in ("timestep", "source"):  # the live figure's last state is exactly the final figure
+        assert retention_heatmap(job.live, colour).to_json() == retention_heatmap(final, colour).to_json()
+
+
+def test_cancel_keeps_every_live_row_in_the_partial_trace(tiny, tiny_worker):
+    from ccviz.figures import retention_heatmap
+
+    job = Job([_task(tiny, prompt=STORY * 3, max_new_tokens=50)], tiny_worker, ResultStore()).start()
+    deadline = time.monotonic() + 60
+    while (job.live is None or len(job.live.cycles) < 3) and job.running and time.monotonic() < deadline:
+        time.sleep(0.005)
+    drawn = len(job.live.cycles)
+    job.cancel()
+    partial = _finish(job).results[0]
+    assert partial.status == "cancelled" and len(partial.cycles) >= drawn >= 3
+    assert retention_heatmap(job.live).to_json() == retention_heatmap(partial).to_json()
+
+
 def test_store_is_a_bounded_lru():
     store = ResultStore(max_entries=2)
     store.put("a", 1)

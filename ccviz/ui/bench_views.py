@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from .bench_results import Section
-from .views import CHART_CONFIG
+from .views import chart
 
 # Task -> how its setting differs from the paper's (docs/benchmarks.md#how-the-miniatures-relate-to-the-papers-benchmarks).
 PAPER_NOTES = {
@@ -70,7 +70,7 @@ def section_view(section: Section, folder: str) -> None:
         _command(section, "Nothing to plot yet: no evicting policy has a result. This command produces them:")
         return
     for i, fig in enumerate(section.figures):
-        st.plotly_chart(fig, key=f"bench.{section.task}.{i}", config=CHART_CONFIG)
+        chart(fig, key=f"bench.{section.task}.{i}", stem=f"ccviz-bench-{section.task}-{i + 1}")
     for table in section.tables:
         st.markdown(table)
     with st.expander("All numbers of the summary"):

@@ -163,7 +163,9 @@ class Job:
     """Tasks run one after another in the model worker, followed from a thread; results arrive here as they finish.
 
     ``results[i]`` is task i's result (a partial trace if it was cancelled or failed part-way; None
-    if it produced nothing); ``errors`` holds one line per failed task. A cancelled job stops after the
+    if it produced nothing); ``errors`` holds one line per failed task. ``live`` is the running task's
+    trace so far, replaced by a fresh snapshot after every refresh (so a page can draw it while the
+    thread goes on), and kept when the task ends: its last state is the final trace's refreshes. A cancelled job stops after the
     running task and keeps everything done so far.
 
     ``owner_connected`` says whether the browser session that started the job is still there. A job
@@ -180,6 +182,7 @@ class Job:
     results: list[Any] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     progress: Progress = field(default_factory=Progress)
+    live: Trace | None = None
     cancelled: bool = False
     abandoned: bool = False
     _stop: threading.Event = field(default_factory=threading.Event, repr=False)
@@ -232,6 +235,11 @@ class Job:
     def _report(self, refreshes: int, processed: int, total: int) -> None:
         self.progress = Progress(self.progress.task, "", refreshes, processed, total)
 
+    def _refreshed(self, trace: Trace) -> None:
+        """Publish a snapshot of the streamed trace: new lists, so a reader never sees one half-extended."""
+        self.live = Trace(config=trace.config, tokens=list(trace.tokens), cycles=list(trace.cycles),
+                          peak_cache_length=trace.peak_cache_length)
+
     def _waiting(self, reason: str) -> None:
         self.progress = Progress(self.progress.task, reason)
 
@@ -257,6 +265,7 @@ class Job:
                 self.cancelled = True
                 break
             self.progress = Progress(task=i)
+            self.live = None
             cached = self.store.get(task)
             if cached is not None:
                 self.results[i] = cached
@@ -267,7 +276,7 @@ class Job:
                         self.cancelled = True
                         break
                     self.progress = Progress(task=i)
-                    result = self.worker.execute(task, self._report, self._should_stop)
+                    result = self.worker.execute(task, self._report, self._should_stop, self._refreshed)
             except GenerationFailed as err:
                 self.results[i] = err.trace
                 self.errors.append(f"{task.label}: failed part-way ({err}); the completed refreshes are kept")

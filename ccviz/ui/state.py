@@ -95,8 +95,17 @@ def history() -> OrderedDict[str, Trace]:
     return st.session_state.get("history", OrderedDict())
 
 
-def follow(job: Job, page: str) -> None:
-    """Live progress and a Cancel button, polled in a fragment; the page reruns when the job ends."""
+LiveView = Callable[[Job], None]
+"""Draws a running job's live trace (``job.live``) inside the polling fragment: only cheap drawing,
+as it runs every :data:`POLL_SECONDS`."""
+
+
+def follow(job: Job, page: str, live_view: LiveView | None = None) -> None:
+    """Live progress, a Cancel button and ``live_view``, polled in a fragment; the page reruns when the job ends.
+
+    The fragment redraws only itself, and a chart keeps its key from one poll to the next, so the
+    live figure is updated in place rather than rebuilt (no flicker, and the user's zoom stays).
+    """
 
     @st.fragment(run_every=POLL_SECONDS)
     def _progress() -> None:
@@ -109,6 +118,8 @@ def follow(job: Job, page: str) -> None:
         elif st.button("Cancel", key=f"cancel.{page}", icon=":material/stop_circle:"):
             job.cancel()
             st.rerun(scope="fragment")
+        if live_view is not None:
+            live_view(job)
 
     _progress()
 
@@ -122,8 +133,11 @@ def show_job_messages(job: Job) -> None:
         st.warning(f"Cancelled: not computed: {', '.join(skipped)}. Everything finished before the cancel is kept.")
 
 
-def run_controls(page: str, label: str, make_tasks: Callable[[ModelInfo], list]) -> Job | None:
+def run_controls(page: str, label: str, make_tasks: Callable[[ModelInfo], list], live_view: LiveView | None = None) -> Job | None:
     """The page's run button, progress and messages; returns the page's last finished job.
+
+    With a ``live_view``, a running job is drawn by it as it goes and the last finished job is not
+    returned meanwhile (the live figure takes its place; the job's end brings the final one).
 
     ``make_tasks(model)`` builds the tasks; every :class:`RunTask` is validated by the model worker
     (model and app token limits included) before anything starts, and a problem is shown as one
@@ -149,7 +163,9 @@ def run_controls(page: str, label: str, make_tasks: Callable[[ModelInfo], list])
         else:
             st.rerun()  # draw the page again with the button disabled: it was drawn enabled before the click
     if job is not None:
-        follow(job, page)
+        follow(job, page, live_view)
+        if live_view is not None:
+            return None
     done = finished_job(page)
     if done is not None:
         show_job_messages(done)

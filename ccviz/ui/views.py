@@ -10,6 +10,7 @@ import re
 from typing import Mapping, Sequence
 
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
 from ..figures import (
@@ -26,16 +27,48 @@ from ..figures import (
     survival_html,
     visible_text,
 )
+from ..figures.export import IMAGE_FORMATS, file_stem, image_options, report_html, slide_ready
 from ..trace import Trace
+from .jobs import Job
 
 COLOUR_LABELS = {"original timestep": "timestep", "score": "score", "prompt / generated": "source"}
-CHART_CONFIG = {"displaylogo": False, "scrollZoom": False}
+IMAGE_FORMAT_KEY = "charts.format"  # the sidebar's choice (app.py): what the toolbar's camera saves
 PHRASE_BADGES = {  # status -> (icon, colour) for st.badge
     "kept": (":material/check_circle:", "green"),
     "partly kept": (":material/contrast:", "orange"),
     "evicted": (":material/cancel:", "red"),
     "absent": (":material/help:", "gray"),
 }
+
+
+def chart(fig: go.Figure, key: str, stem: str) -> None:
+    """A Plotly chart as it will look on a slide (white, dark text: Streamlit's theme is not applied), whose
+    toolbar camera saves ``stem``.png or .svg, as the sidebar's "Chart downloads" says."""
+    image_format = st.session_state.get(IMAGE_FORMAT_KEY, IMAGE_FORMATS[0])
+    config = {"displaylogo": False, "scrollZoom": False, "toImageButtonOptions": image_options(stem, image_format)}
+    st.plotly_chart(slide_ready(fig), key=key, config=config, theme=None)
+
+
+def image_format_input() -> None:
+    """The app-wide choice of what the charts' camera button saves (every page's sidebar)."""
+    st.segmented_control(
+        "Chart downloads", IMAGE_FORMATS, default=IMAGE_FORMATS[0], key=IMAGE_FORMAT_KEY, required=True, persist_state="session",
+        format_func=str.upper,
+        help="What the camera in each chart's toolbar saves: PNG (twice the screen size) or SVG (vectors, for slides "
+             "and papers). The run report has both buttons on every chart.",
+    )
+
+
+def live_retention(job: Job, key: str) -> None:
+    """The running task's heatmap so far (every refresh completed), redrawn in place at each poll."""
+    trace = job.live
+    if trace is None or not trace.cycles:
+        st.caption("The retention heatmap appears here with the first refresh.")
+        return
+    task = job.tasks[min(job.progress.task, len(job.tasks) - 1)]
+    if len(job.tasks) > 1:
+        st.markdown(f"**Live: run {job.progress.task + 1} of {len(job.tasks)} · {task.label}**")
+    chart(retention_heatmap(trace), key=f"{key}.live", stem=file_stem(trace, "retention-partial"))
 
 
 def _file_name(trace: Trace) -> str:
@@ -95,11 +128,32 @@ def retention_view(trace: Trace, key: str) -> None:
     if not trace.cycles:
         st.info("No refresh happened: the run processed fewer than h tokens, so nothing was ever scored or evicted.")
     else:
-        st.plotly_chart(retention_heatmap(trace, colour, signal), key=f"{key}.heatmap", config=CHART_CONFIG)
+        chart(retention_heatmap(trace, colour, signal), key=f"{key}.heatmap", stem=file_stem(trace, "retention"))
         refresh_context(trace, key)
     st.subheader("Generated text")
     output_block(trace.output_text)
-    download_trace(trace, key=f"{key}.download")
+    left, right = st.columns(2)
+    with left:
+        download_trace(trace, key=f"{key}.download")
+    with right:
+        download_report(trace, colour, signal, key=f"{key}.report")
+
+
+def download_report(trace: Trace, colour: str = "timestep", signal: str | None = None, key: str = "report") -> None:
+    """"Download all figures": one self-contained HTML page of the run, written only when clicked."""
+    def write() -> str:
+        figures = {"Retention heatmap": retention_heatmap(trace, colour, signal)} if trace.cycles else {}
+        views = {"What survives": survival_html(trace)}
+        if trace.cycles:
+            views[f"Refresh {len(trace.cycles) - 1} in context"] = cycle_context_html(trace, len(trace.cycles) - 1)
+        return report_html(trace, figures, views, title=f"ccviz run: {run_summary(trace)['policy']}")
+
+    st.download_button(
+        "Download all figures (HTML report)", data=write, file_name=f"{file_stem(trace, 'report')}.html", mime="text/html",
+        key=key, on_click="ignore", icon=":material/summarize:",
+        help="One self-contained HTML file (opens offline in any browser): the settings, the retention heatmap with "
+             "PNG and SVG buttons, what survives and the last refresh in context, and the generated text.",
+    )
 
 
 def output_block(text: str) -> None:
@@ -178,7 +232,7 @@ def compare_view(traces: Sequence[Trace], labels: Sequence[str], phrase: str, ke
     colouring = st.radio("Colour cells by", ["original timestep", "prompt / generated"], key=f"{key}.colour", horizontal=True)
     if any(trace.cycles for trace in traces):
         fig = comparison_heatmaps(traces, labels, COLOUR_LABELS[colouring])
-        st.plotly_chart(fig, key=f"{key}.heatmaps", config=CHART_CONFIG)
+        chart(fig, key=f"{key}.heatmaps", stem=file_stem(traces[0], "compare"))
     else:
         st.info("No refresh happened in these runs: the input is shorter than h.")
     st.subheader("Outputs")
@@ -187,7 +241,8 @@ def compare_view(traces: Sequence[Trace], labels: Sequence[str], phrase: str, ke
         with col:
             output_block(trace.output_text)
     left, right = st.columns([3, 2], vertical_alignment="center")
-    left.plotly_chart(overlap_heatmap(traces, labels), key=f"{key}.overlap", config=CHART_CONFIG)
+    with left:
+        chart(overlap_heatmap(traces, labels), key=f"{key}.overlap", stem=file_stem(traces[0], "overlap"))
     right.caption(
         "Jaccard overlap |A ∩ B| / |A ∪ B| of the cache contents after the last refresh (frozen prefix included): "
         "1 = the two policies kept exactly the same tokens."

@@ -22,7 +22,7 @@ from collections import deque
 from multiprocessing.connection import Connection
 from typing import Any, Callable, Iterator
 
-from ..engine import GenerationFailed, ProgressCallback
+from ..engine import GenerationFailed, ProgressCallback, RefreshCallback
 from ..errors import CcvizError
 from ..models import DEFAULT_MODEL
 from ..trace import Trace
@@ -207,8 +207,12 @@ class ModelWorker:
                 self._queue.remove(ticket)
                 self._turns.notify_all()
 
-    def execute(self, task: Any, progress: ProgressCallback, should_stop: Callable[[], bool]) -> Any:
+    def execute(self, task: Any, progress: ProgressCallback, should_stop: Callable[[], bool],
+                on_refresh: RefreshCallback | None = None) -> Any:
         """Run ``task`` in the worker (call inside :meth:`turn`); its result, or the task's own error.
+
+        ``on_refresh(trace)`` is called after every streamed refresh with the trace so far (one object,
+        extended in place: copy what must not change).
 
         Raises :class:`GenerationFailed` or :class:`CcvizError` as the task did, and
         :class:`WorkerDied` (with the partial trace streamed so far) if the process ended.
@@ -243,6 +247,8 @@ class ModelWorker:
                     live.cycles.extend(cycles)
                     live.tokens.extend(tokens)
                     live.peak_cache_length = peak
+                    if on_refresh is not None:
+                        on_refresh(live)
                 elif kind == msg.DONE:
                     return payload[0]
                 elif kind == msg.FAILED:
