@@ -3,6 +3,7 @@
 import streamlit as st
 
 from ccviz import RunConfig
+from ccviz.ui.explain import explain_section
 from ccviz.ui.inputs import budget_input, decoding_input, document_input, policy_input, unit_input
 from ccviz.ui.jobs import RunTask
 from ccviz.ui.state import run_controls
@@ -39,4 +40,7 @@ done = run_controls(
     live_view=lambda job: live_retention(job, key="run"),
 )
 if done is not None and done.results[0] is not None:
-    retention_view(done.results[0], key="run")
+    trace = done.results[0]
+    retention_view(trace, key="run")
+    if trace.cycles:
+        explain_section(trace, key="run", refresh=min(st.session_state.get("run.cycle", 0), len(trace.cycles) - 1))

@@ -6,6 +6,7 @@ from ccviz import RunConfig
 from ccviz.choices import SURPRISE_SCORES, VARIANTS
 from ccviz.figures import per_token, recorded_values
 from ccviz.signals import ATTENTION_SIGNALS
+from ccviz.ui.explain import explain_section
 from ccviz.ui.inputs import budget_input, document_input, policy_input, unit_input
 from ccviz.ui.jobs import AttentionTask, RunTask, SurpriseTask
 from ccviz.ui.state import run_controls
@@ -54,3 +55,4 @@ if done is not None:
             f"{trace.prompt_length} prompt tokens, {len(trace.cycles)} refreshes."
         )
         signal_views(trace, values, key="surprise")
+        explain_section(trace, key="surprise")

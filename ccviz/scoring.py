@@ -97,6 +97,16 @@ def _banded(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, scale: fl
     return seen.transpose(0, 1).reshape(1, heads, rows, d)[:, :, : n - shift]
 
 
+def _fresh_queries(layer: torch.nn.Module, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    """The layer's rotated queries of the stream ``x`` ``[1, n, hidden]``: float32 ``[1, heads, n, head_dim]``."""
+    attn = layer.self_attn
+    h = layer.input_layernorm(x.to(attn.o_proj.weight.dtype))
+    q = attn.q_proj(h).view(1, x.shape[1], -1, attn.head_dim)
+    if hasattr(attn, "q_norm"):  # Qwen3
+        q = attn.q_norm(q)
+    return _rotate(attn, q.transpose(1, 2), *rope).float()
+
+
 def _counter_causal_attention(
     layer: torch.nn.Module,
     x: torch.Tensor,
@@ -116,11 +126,7 @@ def _counter_causal_attention(
     out = torch.zeros(1, n, attn.o_proj.in_features, dtype=dtype, device=x.device)
     shift = None if min_gap is None else min_gap + 1
     if shift is not None and shift < n:
-        h = layer.input_layernorm(x.to(dtype))
-        q = attn.q_proj(h).view(1, n, -1, attn.head_dim)
-        if hasattr(attn, "q_norm"):  # Qwen3
-            q = attn.q_norm(q)
-        q = _rotate(attn, q.transpose(1, 2), *rope).float()
+        q = _fresh_queries(layer, x, rope)
         k, v = keys.float(), values.float()
         if window and window < n - 1:  # a window reaching the last entry from entry 0 is no window
             seen = _banded(q, k, v, attn.scaling, shift, window)
@@ -161,13 +167,16 @@ def _residual_stream(
     min_gap: int | None,
     first: int = 0,
     window: int = 0,
+    until: int | None = None,
 ) -> torch.Tensor:
     """The counter-causal residual stream after the last block (before the final norm), started at
-    layer ``first`` from ``hidden`` = H^(first) (the embeddings when 0).
+    layer ``first`` from ``hidden`` = H^(first) (the embeddings when 0); with ``until``, the stream
+    entering that layer instead.
 
     ``min_gap=None`` runs the same blocks with no entry visible (positions are then unused).
     """
     layers = decoder_layers(model)
+    until = len(layers) if until is None else until
     if first == 0:
         x = model.model.embed_tokens(tok)[None].float()
     elif hidden is None:
@@ -175,7 +184,7 @@ def _residual_stream(
     else:
         x = hidden[None].float()
     rope = model.model.rotary_emb(x, pos[None]) if min_gap is not None else None
-    for index in range(first, len(layers)):
+    for index in range(first, until):
         layer = layers[index]
         x = x + _counter_causal_attention(layer, x, *kv[index], rope, min_gap, window)
         if variant != "fast":  # the reference code's fast variant skips the last MLP
@@ -244,6 +253,67 @@ def surprise_from_cache(
         logits = logits - _blind_logits(model, kv, tok, pos, hidden, variant, first)
     surprise[:scored] = -logits[:scored].cpu()
     return surprise
+
+
+def _attention_row_weights(layer: torch.nn.Module, x: torch.Tensor, keys: torch.Tensor, pos: torch.Tensor,
+                           model: torch.nn.Module, visible: torch.Tensor) -> torch.Tensor:
+    """Softmax attention probabilities, float32 ``[heads, rows, n]``, of the queries of ``x`` ``[1, rows, hidden]``
+    (at positions ``pos`` ``[rows]``) over ``keys`` ``[1, kv_heads, n, d]``, restricted to ``visible``
+    ``[rows, n]`` (bool); a row that sees nothing is all zeros, as its attention output is."""
+    rope = model.model.rotary_emb(x, pos[None])
+    q = _fresh_queries(layer, x, rope)[0]  # [heads, rows, d]
+    k = keys[0].float().repeat_interleave(q.shape[0] // keys.shape[1], dim=0)  # GQA: each query head's key head
+    logits = (q @ k.transpose(-1, -2)) * layer.self_attn.scaling
+    weights = logits.masked_fill(~visible, float("-inf")).softmax(-1)
+    return torch.nan_to_num(weights, nan=0.0)
+
+
+@torch.inference_mode()
+def counter_causal_weights(
+    model: torch.nn.Module,
+    kv: list[tuple[torch.Tensor, torch.Tensor]],
+    tok: torch.Tensor,
+    pos: torch.Tensor,
+    hidden: torch.Tensor | None = None,
+    *,
+    row: int,
+    variant: Variant = "full",
+    min_gap: int = 0,
+    from_layer: int = 0,
+    window: int = 0,
+) -> torch.Tensor:
+    """What entry ``row`` reads to be judged: its attention probabilities over the cache entries in the
+    last layer of the counter-causal pass, float32 ``[heads, n]`` (zero outside its visible future).
+
+    The same stream as :func:`surprise_from_cache` (same arguments) up to the last layer; there its
+    fresh query meets the cached keys under the reversed mask (j > row + min_gap, and j <= row + window
+    with a window). Weights times the cached values are that layer's attention output for the row.
+    """
+    check_options(variant, "logit", min_gap, from_layer, window)
+    first = first_layer(model, variant, from_layer)
+    last = len(decoder_layers(model)) - 1
+    x = _residual_stream(model, kv, tok, pos, hidden, variant, min_gap, first, window, until=last)
+    j = torch.arange(tok.numel(), device=tok.device)
+    visible = (j > row + min_gap) & ((j <= row + window) if window else torch.ones_like(j, dtype=torch.bool))
+    return _attention_row_weights(decoder_layers(model)[last], x[:, row : row + 1], kv[last][0], pos[row : row + 1], model, visible[None])[:, 0]
+
+
+@torch.inference_mode()
+def causal_weights_received(
+    model: torch.nn.Module, keys: torch.Tensor, pos: torch.Tensor, hidden: torch.Tensor, *, column: int,
+) -> torch.Tensor:
+    """The causal attention entry ``column`` receives in the model's last layer: float32 ``[heads, n]``,
+    row j = how much entry j's query puts on it (zero for j < column).
+
+    ``keys`` ``[1, kv_heads, n, d]`` are the cache's last-layer keys and ``hidden`` ``[n, hidden]`` the
+    stored rows of the causal stream entering the last layer, H^(L-1): the queries the model itself
+    formed for these entries, so this is its own causal attention, restricted to what the cache holds.
+    """
+    n = pos.numel()
+    j = torch.arange(n, device=pos.device)
+    visible = j[None, :] <= j[:, None]  # [rows, keys]: causal
+    weights = _attention_row_weights(decoder_layers(model)[-1], hidden[None].float(), keys, pos, model, visible)
+    return weights[:, :, column]
 
 
 @torch.inference_mode()

@@ -98,6 +98,12 @@ def pool_scores(scores: torch.Tensor, units: torch.Tensor, pool: Pool) -> torch.
     return out.scatter_reduce(0, units, scores, reduce=reduce, include_self=False)
 
 
+def first_protected_unit(units: torch.Tensor, cache_size: int, recent: int) -> int:
+    """The first unit :func:`select_units` always keeps: the one the recent window starts in, or the last."""
+    n = units.numel()
+    return int(units[n - min(recent, cache_size)] if recent else units[-1])
+
+
 def select_units(scores: torch.Tensor, units: torch.Tensor, cache_size: int, recent: int, pool: Pool) -> torch.Tensor:
     """Indices (into the candidates, ascending) of the entries that survive a refresh, units kept whole.
 
@@ -115,7 +121,7 @@ def select_units(scores: torch.Tensor, units: torch.Tensor, cache_size: int, rec
     if n <= cache_size:
         return torch.arange(n)
     sizes = torch.bincount(units)
-    first_protected = units[n - min(recent, cache_size)] if recent else units[-1]
+    first_protected = first_protected_unit(units, cache_size, recent)
     protected = torch.arange(sizes.numel()) >= first_protected
     places = cache_size - int(sizes[protected].sum())
     if places < 0:

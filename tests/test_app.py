@@ -76,6 +76,27 @@ def test_run_page_runs_a_policy_and_shows_the_retention_view(app):
     assert app.session_state["done.run"].results[0] is done.results[0]
 
 
+def test_run_page_explains_why_a_token_was_evicted(app):
+    configure_run(app, "counter_causal_fast", 4)
+    settle(app.button(key="btn.run").click().run())
+    trace = app.session_state["done.run"].results[0]
+    t = next(tok.t for tok in trace.tokens if tok.text == " Ada")
+    refresh = next(c.index for c in trace.cycles if t in c.candidates and t not in c.kept)  # the refresh that evicted it
+    app.slider(key="run.cycle").set_value(refresh).run()
+    app.text_input(key="run.find").set_value("ada").run()
+    assert app.selectbox(key="run.match").value == t
+    settle(app.button(key="btn.run.explain").click().run())
+    assert not app.exception and not app.error
+    verdict = next(m.value for m in app.markdown if m.value.startswith(f"**t={t}"))
+    assert f"at refresh {refresh}" in verdict and "evicted" in verdict
+    spec = json.loads(charts(app)[-1].proto.spec)
+    assert [d["type"] for d in spec["data"]] == ["heatmap", "heatmap"]  # reads of its future, attention received
+    assert "outline:2px solid" in app.html[-1].proto.body  # the token in its text, shaded by what it read
+    # The same selection again is answered from the result store: no job starts.
+    app.run()
+    assert not any(isinstance(v, Job) and v.running for v in app.session_state.values())
+
+
 def test_run_page_records_every_signal_when_asked(app):
     configure_run(app, "sliding", 4)
     settle(app.button(key="btn.run").click().run())

@@ -11,7 +11,7 @@ measures and the benchmark probes drive one directly.
 from __future__ import annotations
 
 import time
-from typing import Sequence
+from typing import Callable, Iterable, Sequence
 
 import torch
 
@@ -38,16 +38,20 @@ class CacheSession:
     config still names it. ``on_refresh`` is called with the live trace after every refresh (see
     :data:`RefreshCallback`). ``prompt_length``: the prompt's length in tokens when known before it
     is fed, for the trace config's ``prompt_tokens`` (default: the prefill tokens fed so far).
+    ``before_refresh(session)`` is called as each refresh starts, with every candidate still cached
+    (:mod:`ccviz.explain` inspects a decision there); ``residual_layers``: rows of the residual stream
+    to store beyond what the policy reads (H^(l) entering each layer l given).
     """
 
     def __init__(self, lm: LoadedModel, config: RunConfig, *, policy: Policy | None = None,
-                 on_refresh: RefreshCallback | None = None, prompt_length: int | None = None):
+                 on_refresh: RefreshCallback | None = None, prompt_length: int | None = None,
+                 before_refresh: Callable[["CacheSession"], None] | None = None, residual_layers: Iterable[int] = ()):
         self.lm = lm
         self.policy: Policy = policy if policy is not None else config.build_policy()
         if policy is not None and policy.name != config.policy:
             raise CcvizError(f"the policy instance is {policy.name!r} but the config names {config.policy!r}")
         self.config = config.resolved(self.policy, prompt_tokens=prompt_length)  # sinks bounded by the prompt, as in prepare
-        self.on_refresh = on_refresh
+        self.on_refresh, self.before_refresh = on_refresh, before_refresh
         from transformers import DynamicCache
 
         self.cache = CacheState(kv=DynamicCache(), frozen=self.config.frozen)
@@ -60,7 +64,7 @@ class CacheSession:
         self.companions: list[Policy] = scorers
         self.observers = [self.policy, *scorers]
         num_layers = len(decoder_layers(lm.model))
-        self.residual_layers = sorted({layer for p in self.observers for layer in p.residual_layers(num_layers)})
+        self.residual_layers = sorted({layer for p in self.observers for layer in p.residual_layers(num_layers)} | set(residual_layers))
         self.attention_needs = [p.attention for p in self.observers if p.attention is not None]
         install_hooks(lm.model)
         if self.attention_needs and not captures_attention(lm.model):
@@ -170,6 +174,8 @@ class CacheSession:
         """Score the candidates (everything after the frozen prefix) and keep the frozen prefix plus the J
         best, the last ``recent`` always among them (whole words or sentences under ``granularity``); one
         gather evicts the rest from every layer and side table."""
+        if self.before_refresh is not None:
+            self.before_refresh(self)
         cache, policy, config = self.cache, self.policy, self.config
         candidates = cache.pos[cache.frozen :]
         # Companion signals see the same candidates; they are not timed as part of the policy's refresh.

@@ -74,16 +74,22 @@ class _CounterCausalBase(Policy):
         first = self.from_layer if self.variant == "full" else num_layers - 1
         return (first,) if first else ()
 
-    def score_candidates(self, model: torch.nn.Module, state: CacheState) -> torch.Tensor:
-        # Frozen entries precede every candidate, so no candidate could see them: score the tail only.
-        # Only the layers the stream re-runs are read (and sliced); the others are passed as None.
+    def stream_inputs(self, model: torch.nn.Module, state: CacheState) -> tuple[list, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """``(kv, tok, pos, hidden)`` of the candidates, as :func:`ccviz.scoring.surprise_from_cache` takes them.
+
+        Frozen entries precede every candidate, so no candidate could see them: the tail only. Only
+        the layers the stream re-runs are read (and sliced); the others are None.
+        """
         f, layers = state.frozen, state.kv.layers
         first = first_layer(model, self.variant, self.from_layer)
         kv = [None] * first + [(layer.keys[:, :, f:], layer.values[:, :, f:]) for layer in layers[first:]]
         device = kv[-1][0].device
         hidden = state.residuals[first][f:] if first else None
+        return kv, state.tok[f:].to(device), state.pos[f:].to(device), hidden
+
+    def score_candidates(self, model: torch.nn.Module, state: CacheState) -> torch.Tensor:
         surprise = surprise_from_cache(
-            model, kv, state.tok[f:].to(device), state.pos[f:].to(device), hidden, variant=self.variant,
+            model, *self.stream_inputs(model, state), variant=self.variant,
             score=self.score, min_gap=self.min_gap, from_layer=self.from_layer, window=self.window,
         )
         return smooth_scores(surprise, self.smooth)

@@ -21,6 +21,7 @@ from typing import Any, Callable, Protocol
 
 from ..engine import CacheSession, GenerationFailed, ProgressCallback, RefreshCallback, RunConfig, prepare, run_generation
 from ..errors import CcvizError
+from ..explain import Explanation, explain_token
 from ..models import LoadedModel
 from ..signals import document_attention, document_surprise
 from ..trace import Trace
@@ -121,6 +122,38 @@ class AttentionTask:
         return document_attention(
             lm, self.prompt, chat=self.chat, frozen=self.frozen, progress=progress, should_stop=should_stop, on_refresh=on_refresh,
         )
+
+
+@dataclass(frozen=True, eq=False)
+class ExplainTask:
+    """Why one token was kept or evicted at one refresh of a finished run (:func:`ccviz.explain.explain_token`).
+
+    Keyed by the trace's identity: the page hands the same trace object on every rerun, so a result
+    is found again in the store, and no trace is hashed.
+    """
+
+    model: str
+    trace: Trace
+    refresh: int
+    position: int
+
+    @property
+    def label(self) -> str:
+        return f"explaining t={self.position} at refresh {self.refresh} (replaying the run)"
+
+    def _key(self) -> tuple:
+        return (self.model, id(self.trace), self.refresh, self.position)  # the store holds the task, so the id stays unique
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ExplainTask) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def execute(
+        self, lm: LoadedModel, progress: ProgressCallback, should_stop: Callable[[], bool], on_refresh: RefreshCallback | None = None,
+    ) -> Explanation:
+        return explain_token(lm, self.trace, self.refresh, self.position)
 
 
 class ResultStore:
