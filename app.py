@@ -4,6 +4,7 @@ import streamlit as st
 
 from ccviz.errors import CcvizError
 from ccviz.plugins import load_plugins
+from ccviz.ui import links
 from ccviz.ui.model import model_status_line
 from ccviz.ui.views import image_format_input
 
@@ -17,6 +18,7 @@ pages = [
     st.Page("app_pages/traces.py", title="Traces", icon=":material/folder_open:"),
 ]
 page = st.navigation(pages)
+links.begin()
 try:
     load_plugins()  # policies of CCVIZ_PLUGINS join the menus (the worker imports them too)
 except CcvizError as err:
@@ -25,3 +27,4 @@ model_status_line()
 with st.sidebar:
     image_format_input()
 page.run()
+links.publish()  # the page's settings and document into the URL: a reload or a shared link restores them

@@ -5,6 +5,7 @@ import streamlit as st
 from ccviz import POLICIES, RunConfig
 from ccviz.ui.inputs import budget_input, decoding_input, document_input, policy_input, unit_input
 from ccviz.ui.jobs import RunTask
+from ccviz.ui.links import linked
 from ccviz.ui.state import run_controls
 from ccviz.ui.views import compare_view, live_retention
 
@@ -16,7 +17,8 @@ st.title("Compare policies")
 st.caption("The same document and budget under two to four policies, run one after another.")
 defaults = [name for name in PREFERRED if name in POLICIES] + [name for name in POLICIES if name not in PREFERRED]
 with st.sidebar:
-    count = st.segmented_control("Runs", [2, 3, 4], default=2, key="cmp.count", required=True, persist_state="session")
+    count = st.segmented_control("Runs", [2, 3, 4], default=linked("cmp.count", 2, int, choices=[2, 3, 4]), key="cmp.count", required=True,
+                                 persist_state="session")
     runs = []
     for i in range(count):
         with st.expander(f"Run {LETTERS[i]}", expanded=i < 2):
@@ -29,7 +31,7 @@ with st.sidebar:
 
 text, chat = document_input()
 phrase = st.text_input(
-    "Phrase to track", value="", key="cmp.phrase", persist_state="session", placeholder="e.g. the key fact of the document",
+    "Phrase to track", value=linked("cmp.phrase", ""), key="cmp.phrase", persist_state="session", placeholder="e.g. the key fact of the document",
     help="Shows at a glance whether these words were still in each run's cache at the end.",
 )
 done = run_controls(

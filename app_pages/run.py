@@ -6,6 +6,7 @@ from ccviz import RunConfig
 from ccviz.ui.explain import explain_section
 from ccviz.ui.inputs import budget_input, decoding_input, document_input, policy_input, unit_input
 from ccviz.ui.jobs import RunTask
+from ccviz.ui.links import as_bool, linked
 from ccviz.ui.state import run_controls
 from ccviz.ui.views import live_retention, retention_view
 
@@ -26,7 +27,7 @@ with st.sidebar:
     decoding = decoding_input("run")
     st.header("Trace")
     record_all = st.checkbox(
-        "Record every signal", key="run.record_all", persist_state="session",
+        "Record every signal", value=linked("run.record_all", False, as_bool), key="run.record_all", persist_state="session",
         help="Also record, at every refresh, the cheap signals this policy does not use (attention received "
         "in the last chunk, last-layer attention, counter-causal surprise), to compare attention and surprise "
         "on the same cycle. Costs one extra surprise scoring per refresh.",

@@ -9,6 +9,7 @@ from ccviz.signals import ATTENTION_SIGNALS
 from ccviz.ui.explain import explain_section
 from ccviz.ui.inputs import budget_input, document_input, policy_input, unit_input
 from ccviz.ui.jobs import AttentionTask, RunTask, SurpriseTask
+from ccviz.ui.links import linked, linked_index
 from ccviz.ui.state import run_controls
 from ccviz.ui.views import signal_views
 
@@ -26,9 +27,11 @@ with st.sidebar:
     units = unit_input("sur", policy)
     budget = budget_input("sur", default_cache=256)
     st.header("Counter-causal surprise")
-    variant = st.selectbox("Variant", VARIANTS, index=VARIANTS.index("fast"), key="sur.variant", persist_state="session")
-    score = st.selectbox("Score", SURPRISE_SCORES, key="sur.score", persist_state="session")
-    min_gap = int(st.number_input("min gap", value=0, min_value=0, step=1, key="sur.min_gap", persist_state="session"))
+    variant = st.selectbox("Variant", VARIANTS, index=linked_index("sur.variant", VARIANTS, "fast"), key="sur.variant", persist_state="session")
+    score = st.selectbox("Score", SURPRISE_SCORES, index=linked_index("sur.score", SURPRISE_SCORES, SURPRISE_SCORES[0]), key="sur.score",
+                         persist_state="session")
+    min_gap = int(st.number_input("min gap", value=linked("sur.min_gap", 0, lambda raw: max(int(raw), 0)), min_value=0, step=1,
+                                  key="sur.min_gap", persist_state="session"))
 
 text, chat = document_input()
 done = run_controls(

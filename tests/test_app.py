@@ -97,6 +97,47 @@ def test_run_page_explains_why_a_token_was_evicted(app):
     assert not any(isinstance(v, Job) and v.running for v in app.session_state.values())
 
 
+def _fresh_session(monkeypatch, params: dict) -> AppTest:
+    """A new browser session (a reload, or a colleague opening a link) with ``params`` as its query string."""
+    monkeypatch.setenv("CCVIZ_MODEL", "tiny-random")
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    for key, value in params.items():
+        at.query_params[key] = value
+    return at.run()
+
+
+def test_a_link_restores_document_policy_options_and_budget(app, monkeypatch):
+    set_document(app, DOC)
+    app.selectbox(key="run.policy").set_value("counter_causal")
+    app.run()
+    app.selectbox(key="run.policy.counter_causal.score").set_value("contrast")
+    app.number_input(key="run.J").set_value(48)
+    app.number_input(key="run.h").set_value(12)
+    app.segmented_control(key="run.granularity").set_value("word")
+    app.toggle(key="doc.chat").set_value(False)
+    app.run()
+    params = {key: app.query_params[key][0] if isinstance(app.query_params[key], list) else app.query_params[key] for key in app.query_params}
+    assert params["run.policy"] == "counter_causal" and params["run.J"] == "48" and len(params["doc"]) == 12
+    assert "run.frozen" not in params  # settings at their defaults stay out of the link
+    again = _fresh_session(monkeypatch, params)
+    assert not again.exception and not again.warning
+    assert again.text_area(key="doc.text").value == DOC and again.toggle(key="doc.chat").value is False
+    assert again.selectbox(key="run.policy").value == "counter_causal"
+    assert again.selectbox(key="run.policy.counter_causal.score").value == "contrast"
+    assert (again.number_input(key="run.J").value, again.number_input(key="run.h").value) == (48, 12)
+    assert again.segmented_control(key="run.granularity").value == "word"
+
+
+def test_a_link_with_an_unknown_document_says_so_and_keeps_its_settings(app, monkeypatch):
+    at = _fresh_session(monkeypatch, {"doc": "0123456789ab", "run.J": "40", "run.policy": "no_such_policy"})
+    assert not at.exception
+    lines = [w.value for w in at.warning]
+    assert len(lines) == 2 and "#0123456789ab" in lines[0] and "no longer held" in lines[0]
+    assert "run.policy='no_such_policy'" in lines[1]
+    assert at.number_input(key="run.J").value == 40  # the valid settings are kept
+    assert at.text_area(key="doc.text").value != ""  # the default document
+
+
 def test_run_page_records_every_signal_when_asked(app):
     configure_run(app, "sliding", 4)
     settle(app.button(key="btn.run").click().run())

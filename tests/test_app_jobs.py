@@ -162,3 +162,16 @@ def test_samples_are_listed_with_a_key_phrase_found_once_in_their_text():
     assert clinical.text.count(clinical.key_phrase) == 1
     for sample in samples:
         assert sample.key_phrase in sample.text
+
+
+def test_the_document_store_is_bounded_by_count_and_bytes():
+    from ccviz.ui.documents import DocumentStore, document_hash
+
+    store = DocumentStore(max_documents=3, max_bytes=100)
+    keys = [store.put(text) for text in ("a" * 10, "b" * 10, "c" * 10)]
+    assert keys[0] == document_hash("a" * 10) and len(keys[0]) == 12
+    assert store.get(keys[0]) == "a" * 10  # now the most recent
+    store.put("d" * 10)
+    assert store.get(keys[1]) is None and store.get(keys[0]) and len(store) == 3  # the least recent went
+    store.put("e" * 95)  # over the byte budget: the older ones make room
+    assert len(store) == 1 and store.get(document_hash("e" * 95)) == "e" * 95

@@ -17,6 +17,7 @@ from ..engine import RunConfig
 from ..errors import CcvizError
 from ..fields import rule_of
 from ..policies import POLICIES
+from .links import as_bool, link_document, link_problems, linked, linked_document, linked_index, optional
 from .limits import DEFAULT_MAX_TOKENS, MAX_TOKENS_ENV, max_tokens, max_upload_bytes
 from .options import option_specs
 from .samples import Sample, load_samples
@@ -68,31 +69,43 @@ def document_input() -> tuple[str, bool]:
     error = st.session_state.pop("doc.error", None)
     if error:
         st.error(error)
+    document = linked_document(DEFAULT_TEXT)
+    link_problems()  # the sidebar's settings and the document are linked by now
     text = st.text_area(
-        "Document or prompt", value=DEFAULT_TEXT, key="doc.text", height=220, persist_state=SESSION,
-        help="Paste any text. In chat mode it becomes one user turn of the model's chat template.",
+        "Document or prompt", value=document, key="doc.text", height=220, persist_state=SESSION,
+        help="Paste any text. In chat mode it becomes one user turn of the model's chat template. The page's "
+             "link (the address bar) names it, so a reload or a shared link brings it back.",
     )
+    link_document(text, DEFAULT_TEXT)
     chat = st.toggle(
-        "Chat template", value=True, key="doc.chat", persist_state=SESSION,
+        "Chat template", value=linked("doc.chat", True, as_bool), key="doc.chat", persist_state=SESSION,
         help="On: the text is one user turn (the template's system prompt is frozen by default). Off: raw text.",
     )
     return text, chat
 
 
+def _in_bounds(value: float, low: float | None, high: float | None) -> float:
+    if (low is not None and value < low) or (high is not None and value > high):
+        raise ValueError(value)
+    return value
+
+
 def _option_input(spec, key: str) -> Any:
     label = spec.name.replace("_", " ")
     if spec.kind == "bool":
-        return st.checkbox(label, value=spec.default, key=key, persist_state=SESSION)
+        return st.checkbox(label, value=linked(key, spec.default, as_bool), key=key, persist_state=SESSION)
     if spec.kind in ("int", "float"):  # Streamlit wants the value and its bounds of one type
         cast = int if spec.kind == "int" else float
         low, high = (None if bound is None else cast(bound) for bound in (spec.minimum, spec.maximum))
         default = None if spec.default is None else cast(spec.default)
-        value = st.number_input(label, value=default, min_value=low, max_value=high, key=key, persist_state=SESSION,
+        value = st.number_input(label, value=linked(key, default, optional(lambda raw: _in_bounds(cast(raw), low, high))),
+                                min_value=low, max_value=high, key=key, persist_state=SESSION,
                                 **({"step": 1} if spec.kind == "int" else {"format": "%.4g"}))
         return None if value is None else cast(value)
     if spec.kind == "choice":
-        return st.selectbox(label, spec.choices, index=spec.choices.index(spec.default), key=key, persist_state=SESSION)
-    return st.text_input(label, value="" if spec.default is None else str(spec.default), key=key, persist_state=SESSION)
+        return st.selectbox(label, spec.choices, index=linked_index(key, spec.choices, spec.default), key=key, persist_state=SESSION)
+    default = "" if spec.default is None else str(spec.default)
+    return st.text_input(label, value=linked(key, default), key=key, persist_state=SESSION)
 
 
 def policy_input(key: str, default: str | None = None, label: str = "Policy") -> tuple[str, tuple[tuple[str, Any], ...]]:
@@ -103,7 +116,8 @@ def policy_input(key: str, default: str | None = None, label: str = "Policy") ->
     """
     names = list(POLICIES)
     index = names.index(default) if default in names else 0
-    policy = st.selectbox(label, names, index=index, key=key, persist_state=SESSION, help="Every policy in ccviz's registry.")
+    policy = st.selectbox(label, names, index=linked_index(key, names, names[index]), key=key, persist_state=SESSION,
+                          help="Every policy in ccviz's registry.")
     st.caption(POLICIES[policy].summary)
     options = []
     for spec in option_specs(policy):
@@ -117,7 +131,8 @@ def unit_input(key: str, policy: str) -> dict[str, str | None]:
     """The unit of the keep decision (RunConfig's ``granularity`` and ``pool``): any policy by token, word or sentence."""
     granularities = ("default", *rule_of(RunConfig, "granularity").choices)
     choice = st.segmented_control(
-        "Keep whole", granularities, default="default", key=f"{key}.granularity", required=True, persist_state=SESSION,
+        "Keep whole", granularities, default=linked(f"{key}.granularity", "default", choices=granularities), key=f"{key}.granularity",
+        required=True, persist_state=SESSION,
         format_func=lambda g: f"default ({POLICIES[policy].default_granularity})" if g == "default" else g,
         help="The unit a refresh keeps or evicts: single tokens (the paper's), whole words (so KX-4817 or 4817 "
              "survives whole or not at all) or whole sentences; default: the policy's own. A unit scores the max or "
@@ -126,7 +141,7 @@ def unit_input(key: str, policy: str) -> dict[str, str | None]:
     granularity = None if choice == "default" else choice
     pools = rule_of(RunConfig, "pool").choices
     pool = st.segmented_control(
-        "Unit score", pools, default="max", key=f"{key}.pool", required=True, persist_state=SESSION,
+        "Unit score", pools, default=linked(f"{key}.pool", "max", choices=pools), key=f"{key}.pool", required=True, persist_state=SESSION,
         disabled=(granularity or POLICIES[policy].default_granularity) == "token",
         help="How a word's or sentence's score is made from its tokens' scores.",
     )
@@ -146,23 +161,29 @@ def _least(name: str) -> int:
     return int(rule_of(RunConfig, name).minimum)
 
 
+def _number(label: str, key: str, default: float | None, low: float | None, high: float | None = None, cast=int, **kw) -> Any:
+    """A linked number input: its default from the link when the link's value is in bounds."""
+    decode = optional(lambda raw: _in_bounds(cast(raw), low, high)) if default is None else (lambda raw: _in_bounds(cast(raw), low, high))
+    return st.number_input(label, value=linked(key, default, decode), min_value=low, max_value=high, key=key, persist_state=SESSION, **kw)
+
+
 def budget_input(prefix: str, default_cache: int = 128) -> dict[str, Any]:
     """J, h, frozen and recent: the cache budget of a run."""
     top = _token_ceiling()
-    cache_size = st.number_input(
-        "Cache size J", value=min(default_cache, top), min_value=_least("cache_size"), max_value=top, step=8, key=f"{prefix}.J", persist_state=SESSION,
+    cache_size = _number(
+        "Cache size J", f"{prefix}.J", min(default_cache, top), _least("cache_size"), top, step=8,
         help=f"Entries that survive each refresh, not counting the frozen prefix (at most {top}, {MAX_TOKENS_ENV}).",
     )
-    chunk = st.number_input(
-        "Chunk size h", value=None, min_value=_least("chunk_size"), max_value=top, step=4, key=f"{prefix}.h", placeholder="J/4", persist_state=SESSION,
+    chunk = _number(
+        "Chunk size h", f"{prefix}.h", None, _least("chunk_size"), top, step=4, placeholder="J/4",
         help="A refresh happens after every h processed tokens (empty: J/4, as in the paper); at most J.",
     )
-    frozen = st.number_input(
-        "Frozen prefix", value=None, min_value=_least("frozen"), max_value=top, step=1, key=f"{prefix}.frozen", placeholder="auto", persist_state=SESSION,
+    frozen = _number(
+        "Frozen prefix", f"{prefix}.frozen", None, _least("frozen"), top, step=1, placeholder="auto",
         help="Leading entries never evicted (empty: the chat template's system prompt; 0 in raw mode).",
     )
-    recent = st.number_input(
-        "Recent R", value=None, min_value=_least("recent"), max_value=top, step=1, key=f"{prefix}.recent", placeholder="policy default", persist_state=SESSION,
+    recent = _number(
+        "Recent R", f"{prefix}.recent", None, _least("recent"), top, step=1, placeholder="policy default",
         help="Trailing entries always kept (empty: the policy's default); at most J.",
     )
     return dict(
@@ -174,14 +195,14 @@ def budget_input(prefix: str, default_cache: int = 128) -> dict[str, Any]:
 def decoding_input(prefix: str, default_new: int = 64) -> dict[str, Any]:
     """Max new tokens and greedy or seeded sampling."""
     top = _token_ceiling()
-    max_new = st.number_input(
-        "Max new tokens", value=min(default_new, top), min_value=_least("max_new_tokens"), max_value=top, step=16, key=f"{prefix}.max_new", persist_state=SESSION,
+    max_new = _number(
+        "Max new tokens", f"{prefix}.max_new", min(default_new, top), _least("max_new_tokens"), top, step=16,
         help=f"Prompt plus new tokens may not exceed {top} per run ({MAX_TOKENS_ENV}).",
     )
-    sample = st.toggle("Sampling (off: greedy)", value=False, key=f"{prefix}.sample", persist_state=SESSION)
+    sample = st.toggle("Sampling (off: greedy)", value=linked(f"{prefix}.sample", False, as_bool), key=f"{prefix}.sample", persist_state=SESSION)
     settings: dict[str, Any] = dict(max_new_tokens=int(max_new), do_sample=bool(sample))
     if sample:
-        settings["temperature"] = float(st.number_input("Temperature", value=0.8, min_value=0.01, step=0.1, key=f"{prefix}.temperature", persist_state=SESSION))
-        settings["top_p"] = float(st.number_input("Top-p", value=0.95, min_value=0.01, max_value=1.0, step=0.05, key=f"{prefix}.top_p", persist_state=SESSION))
-        settings["seed"] = int(st.number_input("Seed", value=0, min_value=_least("seed"), step=1, key=f"{prefix}.seed", persist_state=SESSION))
+        settings["temperature"] = float(_number("Temperature", f"{prefix}.temperature", 0.8, 0.01, cast=float, step=0.1))
+        settings["top_p"] = float(_number("Top-p", f"{prefix}.top_p", 0.95, 0.01, 1.0, cast=float, step=0.05))
+        settings["seed"] = int(_number("Seed", f"{prefix}.seed", 0, _least("seed"), step=1))
     return settings

@@ -30,6 +30,7 @@ from ..figures import (
 from ..figures.export import IMAGE_FORMATS, file_stem, image_options, report_html, slide_ready
 from ..trace import Trace
 from .jobs import Job
+from .links import linked
 
 COLOUR_LABELS = {"original timestep": "timestep", "score": "score", "prompt / generated": "source"}
 IMAGE_FORMAT_KEY = "charts.format"  # the sidebar's choice (app.py): what the toolbar's camera saves
@@ -52,7 +53,7 @@ def chart(fig: go.Figure, key: str, stem: str) -> None:
 def image_format_input() -> None:
     """The app-wide choice of what the charts' camera button saves (every page's sidebar)."""
     st.segmented_control(
-        "Chart downloads", IMAGE_FORMATS, default=IMAGE_FORMATS[0], key=IMAGE_FORMAT_KEY, required=True, persist_state="session",
+        "Chart downloads", IMAGE_FORMATS, default=linked(IMAGE_FORMAT_KEY, IMAGE_FORMATS[0], choices=IMAGE_FORMATS), key=IMAGE_FORMAT_KEY, required=True, persist_state="session",
         format_func=str.upper,
         help="What the camera in each chart's toolbar saves: PNG (twice the screen size) or SVG (vectors, for slides "
              "and papers). The run report has both buttons on every chart.",

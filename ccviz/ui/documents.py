@@ -1,0 +1,54 @@
+"""The server's store of pasted documents, so a link can name a document by a short hash of its text.
+
+Plain Python (no Streamlit): one bounded, thread-safe LRU per server process, shared by every
+session. A link names a document by :func:`document_hash`; a document that was pushed out (or a
+server restarted since) is simply not found, and the page says so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+
+HASH_CHARS = 12  # 48 bits of SHA-256: a collision needs ~16 million documents on one server
+DEFAULT_MAX_DOCUMENTS = 256
+DEFAULT_MAX_BYTES = 32 * 2**20
+
+
+def document_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:HASH_CHARS]
+
+
+class DocumentStore:
+    """Documents by content hash, least recently used dropped first, within a count and a byte budget."""
+
+    def __init__(self, max_documents: int = DEFAULT_MAX_DOCUMENTS, max_bytes: int = DEFAULT_MAX_BYTES):
+        self.max_documents, self.max_bytes = max_documents, max_bytes
+        self._items: OrderedDict[str, str] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def put(self, text: str) -> str:
+        """Hold ``text`` (or refresh it) and return its hash."""
+        key = document_hash(text)
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                return key
+            self._items[key] = text
+            self._bytes += len(text.encode("utf-8"))
+            while len(self._items) > 1 and (len(self._items) > self.max_documents or self._bytes > self.max_bytes):
+                _, dropped = self._items.popitem(last=False)
+                self._bytes -= len(dropped.encode("utf-8"))
+        return key
+
+    def get(self, key: str) -> str | None:
+        with self._lock:
+            text = self._items.get(key)
+            if text is not None:
+                self._items.move_to_end(key)
+            return text
+
+    def __len__(self) -> int:
+        return len(self._items)
