@@ -161,6 +161,133 @@ def test_paste_run_and_compare(app_url, tmp_path):
             browser.close()
 
 
+LIVE_DOCUMENT_TOKENS = 1000
+
+
+def _thousand_token_document(smollm) -> str:
+    """About 1,000 tokens of the shipped samples (the issue's measure: first live rows at J = 128)."""
+    words = " ".join((ROOT / "assets" / "samples" / name).read_text(encoding="utf-8") for name in ("prose.md", "clinical_record.md")).split()
+    low, high = 1, len(words)
+    while low < high:  # the longest prefix of words within the token count
+        mid = (low + high + 1) // 2
+        if len(smollm.tokenizer(" ".join(words[:mid])).input_ids) <= LIVE_DOCUMENT_TOKENS:
+            low = mid
+        else:
+            high = mid - 1
+    return " ".join(words[:low])
+
+
+HEATMAP_ROWS = "() => { const g = document.querySelector('.js-plotly-plot'); return g && g.calcdata ? g.calcdata[0][0].z.length : 0; }"
+WHITE_PAPER = 'style="fill: rgb(255, 255, 255); fill-opacity: 1;"'  # Plotly's paper rectangle, white and opaque
+FINAL_VIEW = "button:has-text('Download all figures')"  # only under a finished run's view, never the live one
+PLOTLY_TRACES = "() => [...document.querySelectorAll('.js-plotly-plot')].map(g => g.data.length)"
+
+
+def _camera_download(page, tmp_path: Path, name: str) -> Path:
+    """Hover the first chart and click its toolbar camera; the file it saves."""
+    chart = page.locator(".js-plotly-plot").first
+    chart.hover()
+    with page.expect_download(timeout=60_000) as download:
+        chart.locator(".modebar-btn[data-title^='Download plot']").click()
+    path = tmp_path / name
+    download.value.save_as(path)
+    assert download.value.suggested_filename.startswith("ccviz-retention-counter_causal_fast-J128"), download.value.suggested_filename
+    return path
+
+
+def test_live_rows_cancel_exports_and_a_reload(app_url, smollm, tmp_path):
+    """The teaching features end to end: cancel keeps the live rows, first live rows (timed on the warm server),
+    SVG and HTML exports, and a reload."""
+    from playwright.sync_api import expect, sync_playwright
+
+    from ccviz import POLICIES
+
+    document = _thousand_token_document(smollm)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = open_page(browser, app_url)
+        try:
+            model_ready(page)
+            paste_document(page, document)
+            set_number(page, "Max new tokens", 8)
+            set_number(page, "min gap", 1)  # a policy option, to see it restored
+
+            # 1. Cancel keeps the rows drawn (this run also warms the server and the browser's Plotly).
+            set_number(page, "Cache size J", 120)
+            page.get_by_role("button", name="Run", exact=True).click()
+            page.wait_for_function(f"({HEATMAP_ROWS})() >= 3", timeout=RUN_TIMEOUT_MS)
+            page.get_by_role("button", name="Cancel").click()
+            drawn = page.evaluate(HEATMAP_ROWS)
+            page.wait_for_selector("text=Partial trace: the run was cancelled", timeout=RUN_TIMEOUT_MS)
+            page.wait_for_selector(FINAL_VIEW, timeout=RUN_TIMEOUT_MS)
+            idle(page)
+            assert page.evaluate(HEATMAP_ROWS) >= drawn
+            _no_exception(page)
+
+            # 2. Live rows: the first refreshes are drawn while the run goes on (a recorded timing, not a target).
+            set_number(page, "Cache size J", 128)
+            clicked = time.monotonic()
+            page.get_by_role("button", name="Run", exact=True).click()
+            page.wait_for_function(f"({HEATMAP_ROWS})() > 0 && [...document.querySelectorAll('button')].some(b => b.innerText.includes('Cancel'))",
+                                   timeout=RUN_TIMEOUT_MS)
+            first_rows = time.monotonic() - clicked
+            live_rows = page.evaluate(HEATMAP_ROWS)
+            page.wait_for_selector(FINAL_VIEW, timeout=RUN_TIMEOUT_MS)
+            ended = time.monotonic() - clicked
+            idle(page)
+            _no_exception(page)
+            final_rows = page.evaluate(HEATMAP_ROWS)
+            assert final_rows >= live_rows
+            line = (f"{time.strftime('%Y-%m-%d')}: first live rows {first_rows:.2f} s after clicking Run "
+                    f"({LIVE_DOCUMENT_TOKENS} tokens, J=128, warm server; {live_rows} rows then), run ended at {ended:.1f} s "
+                    f"with {final_rows} rows\n")
+            with open(ARTIFACTS / "live_timing.txt", "a") as out:
+                out.write(line)
+            print("\n" + line)
+
+            # 3. Exports: the camera saves SVG when asked; the HTML report holds the figure; both open in chromium.
+            page.get_by_role("radio", name="SVG").click()
+            idle(page)
+            svg = _camera_download(page, tmp_path, "retention.svg")
+            assert svg.read_text().lstrip().startswith("<svg") and WHITE_PAPER in svg.read_text()
+            traces = page.evaluate(PLOTLY_TRACES)[0]
+            viewer = browser.new_page()
+            viewer.goto(svg.as_uri())
+            assert viewer.locator("g.hm").count() == traces  # every heatmap trace is in the file
+            with page.expect_download(timeout=60_000) as download:
+                page.get_by_role("button", name="Download all figures (HTML report)").click()
+            report = tmp_path / download.value.suggested_filename
+            download.value.save_as(report)
+            viewer.goto(report.as_uri())
+            viewer.wait_for_selector(".js-plotly-plot")
+            assert viewer.evaluate(PLOTLY_TRACES) == [traces]
+            viewer.locator(".js-plotly-plot").first.hover()
+            with viewer.expect_download(timeout=60_000) as saved:  # the report's own SVG button
+                viewer.locator(".modebar-btn[data-title='Download plot as an SVG']").click()
+            assert saved.value.suggested_filename.endswith(".svg")
+            saved.value.save_as(tmp_path / "from-report.svg")
+            assert WHITE_PAPER in (tmp_path / "from-report.svg").read_text()
+            assert viewer.locator("h2", has_text="What survives").count() == 1 and viewer.locator("th", has_text="cache_size").count() == 1
+            viewer.close()
+
+            # 4. A reload brings back the document and every setting.
+            page.reload()
+            page.wait_for_selector("[data-testid='stApp']")
+            idle(page)
+            restored = {"Max new tokens": "8", "min gap": "1", "Cache size J": "128"}
+            expect(page.get_by_role("textbox", name="Document or prompt")).to_have_value(document, timeout=30_000)  # a fresh session's first run
+            for label, value in restored.items():
+                expect(page.get_by_role("spinbutton", name=label)).to_have_value(value)
+            expect(page.get_by_role("radio", name="SVG")).to_have_attribute("aria-checked", "true")
+            assert POLICIES["counter_causal_fast"].summary in page.locator("[data-testid='stSidebar']").inner_text()
+            _no_exception(page)
+        except Exception:
+            page.screenshot(path=str(ARTIFACTS / "failure-teaching.png"))
+            raise
+        finally:
+            browser.close()
+
+
 def test_three_sessions_clicking_run_together_each_get_their_own_result(app_url, smollm):
     """Three tabs of one server, three documents, three clicks at once: the runs queue on the one model
     worker and each page ends with its own document's token count and text. Click-to-result times go to

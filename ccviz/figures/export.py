@@ -34,7 +34,7 @@ td,th{border:1px solid #ddd;padding:.25rem .6rem;text-align:left;vertical-align:
 """
 # Each chart gets the camera (PNG) and one more button that saves the same chart as SVG.
 _SVG_BUTTON = """
-function ccvizButtons(name){return {displaylogo:false,toImageButtonOptions:{format:'png',filename:name,scale:%d},
+function ccvizButtons(name){return {displaylogo:false,showSendToCloud:false,toImageButtonOptions:{format:'png',filename:name,scale:%d},
  modeBarButtonsToAdd:[{name:'Download plot as an SVG',icon:Plotly.Icons.disk,
   click:function(gd){Plotly.downloadImage(gd,{format:'svg',filename:name});}}]};}
 """ % IMAGE_SCALE

@@ -29,6 +29,9 @@ HISTORY_SIZE = 24
 # of a core at 0.5 s (0.06-0.11 at 1.5 s), taken from the worker's torch threads. Once a second is
 # often enough for a human, and bounds a room of 30 sessions to 30 reruns a second.
 POLL_SECONDS = 1.0
+# Until a live view has its first rows the page polls faster: the first refresh of a run comes a few
+# hundred ms after the click, and a user waiting for the first picture should not wait a whole poll.
+FIRST_ROWS_POLL_SECONDS = 0.25
 
 
 @st.cache_resource
@@ -107,10 +110,12 @@ def follow(job: Job, page: str, live_view: LiveView | None = None) -> None:
     live figure is updated in place rather than rebuilt (no flicker, and the user's zoom stays).
     """
 
-    @st.fragment(run_every=POLL_SECONDS)
+    awaiting_rows = live_view is not None and (job.live is None or not job.live.cycles)
+
+    @st.fragment(run_every=FIRST_ROWS_POLL_SECONDS if awaiting_rows else POLL_SECONDS)
     def _progress() -> None:
-        if not job.running:
-            st.rerun()
+        if not job.running or (awaiting_rows and job.live is not None and job.live.cycles):
+            st.rerun()  # the end, or the first rows: the page again (which also sets the poll back to once a second)
         fraction, text = job.progress_line()
         st.progress(fraction, text=text)
         if job.cancel_requested:
