@@ -6,7 +6,7 @@ from ccviz.errors import CcvizError
 from ccviz.plugins import load_plugins
 from ccviz.ui import links
 from ccviz.ui.model import model_status_line
-from ccviz.ui.views import image_format_input
+from ccviz.ui.views import chart_settings
 
 st.set_page_config(page_title="ccviz: KV-cache eviction lab", page_icon="🧠", layout="wide")
 
@@ -25,6 +25,6 @@ except CcvizError as err:
     st.error(str(err))
 model_status_line()
 with st.sidebar:
-    image_format_input()
+    chart_settings()
 page.run()
 links.publish()  # the page's settings and document into the URL: a reload or a shared link restores them

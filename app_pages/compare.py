@@ -7,7 +7,7 @@ from ccviz.ui.inputs import budget_input, decoding_input, document_input, policy
 from ccviz.ui.jobs import RunTask
 from ccviz.ui.links import linked
 from ccviz.ui.state import run_controls
-from ccviz.ui.views import compare_view, live_retention
+from ccviz.ui.views import compare_view, live_view
 
 PAGE = "compare"
 LETTERS = "ABCD"
@@ -40,7 +40,7 @@ done = run_controls(
         RunTask(model.name, text, RunConfig(policy=policy, policy_options=options, chat=chat, **budget, **decoding, **units))
         for policy, options, units in runs
     ],
-    live_view=lambda job: live_retention(job, key="compare"),
+    live_view=live_view("compare"),
 )
 if done is not None:
     shown = [(f"{LETTERS[i]} · {task.label}", trace) for i, (task, trace) in enumerate(zip(done.tasks, done.results)) if trace is not None]

@@ -8,7 +8,7 @@ from ccviz.ui.inputs import budget_input, decoding_input, document_input, policy
 from ccviz.ui.jobs import RunTask
 from ccviz.ui.links import as_bool, linked
 from ccviz.ui.state import run_controls
-from ccviz.ui.views import live_retention, retention_view
+from ccviz.ui.views import live_view, retention_view
 
 PAGE = "run"
 
@@ -38,7 +38,7 @@ done = run_controls(
     PAGE, "Run",
     lambda model: [RunTask(model.name, text, RunConfig(policy=policy, policy_options=options, chat=chat, **budget, **decoding, **units,
                                                   record="all" if record_all else "policy"))],
-    live_view=lambda job: live_retention(job, key="run"),
+    live_view=live_view("run"),
 )
 if done is not None and done.results[0] is not None:
     trace = done.results[0]

@@ -7,7 +7,7 @@ view controls (colouring, refresh slider, signal), which rerun the page without 
 from __future__ import annotations
 
 import re
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -30,10 +30,11 @@ from ..figures import (
 from ..figures.export import IMAGE_FORMATS, file_stem, image_options, report_html, slide_ready
 from ..trace import Trace
 from .jobs import Job
-from .links import linked
+from .links import as_bool, linked
 
 COLOUR_LABELS = {"original timestep": "timestep", "score": "score", "prompt / generated": "source"}
 IMAGE_FORMAT_KEY = "charts.format"  # the sidebar's choice (app.py): what the toolbar's camera saves
+LIVE_KEY = "charts.live"  # the sidebar's choice: draw a running job's heatmap as it grows
 PHRASE_BADGES = {  # status -> (icon, colour) for st.badge
     "kept": (":material/check_circle:", "green"),
     "partly kept": (":material/contrast:", "orange"),
@@ -50,14 +51,26 @@ def chart(fig: go.Figure, key: str, stem: str) -> None:
     st.plotly_chart(slide_ready(fig), key=key, config=config, theme=None)
 
 
-def image_format_input() -> None:
-    """The app-wide choice of what the charts' camera button saves (every page's sidebar)."""
+def chart_settings() -> None:
+    """App-wide chart settings (every page's sidebar): what the camera saves, and whether runs draw live."""
+    st.toggle(
+        "Draw runs live", value=linked(LIVE_KEY, True, as_bool), key=LIVE_KEY, persist_state="session",
+        help="Draw the retention heatmap refresh by refresh while a run goes on (once a second). On a small "
+             "machine the drawing takes some CPU from the run: docs/app.md#live-retention has the measured cost.",
+    )
     st.segmented_control(
         "Chart downloads", IMAGE_FORMATS, default=linked(IMAGE_FORMAT_KEY, IMAGE_FORMATS[0], choices=IMAGE_FORMATS), key=IMAGE_FORMAT_KEY, required=True, persist_state="session",
         format_func=str.upper,
         help="What the camera in each chart's toolbar saves: PNG (twice the screen size) or SVG (vectors, for slides "
              "and papers). The run report has both buttons on every chart.",
     )
+
+
+def live_view(key: str) -> Callable[[Job], None] | None:
+    """The live heatmap for a page's running job, or None when "Draw runs live" is off."""
+    if not st.session_state.get(LIVE_KEY, True):
+        return None
+    return lambda job: live_retention(job, key)
 
 
 def live_retention(job: Job, key: str) -> None:
