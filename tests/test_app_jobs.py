@@ -1,11 +1,17 @@
 """The app's plumbing without Streamlit: background jobs, the result cache, limits, option widgets."""
 
+import base64
+import io
+import re
 import threading
 import time
+
+import numpy as np
 
 import pytest
 
 from ccviz import CcvizError, RunConfig, run_generation
+from ccviz.figures import retention_heatmap, retention_image_html
 from ccviz.ui.jobs import Job, ResultStore, RunTask, SurpriseTask
 from ccviz.ui.limits import MAX_TOKENS_ENV, max_tokens
 from ccviz.ui.options import option_specs
@@ -43,8 +49,6 @@ def test_a_job_runs_in_the_background_and_its_result_is_cached(tiny, tiny_worker
 
 
 def test_the_live_trace_grows_per_refresh_and_its_last_state_draws_the_final_figure(tiny, tiny_worker):
-    from ccviz.figures import retention_heatmap
-
     task = _task(tiny, max_new_tokens=12)
     job = Job([task], tiny_worker, ResultStore()).start()
     seen = []
@@ -58,13 +62,37 @@ def test_the_live_trace_grows_per_refresh_and_its_last_state_draws_the_final_fig
     final = _finish(job).results[0]
     assert seen == sorted(seen) and len(seen) >= 2, seen  # drawn while running, growing
     assert len(job.live.cycles) == len(final.cycles)
-    for colour in ("timestep", "source"):  # the live figure's last state is exactly the final figure
-        assert retention_heatmap(job.live, colour).to_json() == retention_heatmap(final, colour).to_json()
+    for colour in ("timestep", "source"):  # the live picture's last state is the final figure, cell for cell
+        assert _picture(retention_image_html(job.live, colour)).tolist() == _plotly_colours(retention_heatmap(final, colour)).tolist()
+
+
+def _picture(live_html: str) -> np.ndarray:
+    """The live view's PNG, decoded by Pillow."""
+    from PIL import Image
+
+    data = re.search(r"data:image/png;base64,([A-Za-z0-9+/=]+)", live_html).group(1)
+    return np.asarray(Image.open(io.BytesIO(base64.b64decode(data))).convert("RGB"))
+
+
+def _plotly_colours(fig) -> np.ndarray:
+    """Slow reference: each cell's colour on the figure's own colour axis, interpolated by hand between its stops."""
+    import plotly.colors
+
+    axis, z = fig.layout.coloraxis, np.asarray(fig.data[0].z, dtype=np.float64)
+    stops = [(stop, plotly.colors.hex_to_rgb(colour) if colour.startswith("#") else tuple(float(v) for v in colour[4:-1].split(",")))
+             for stop, colour in axis.colorscale]
+    out = np.zeros(z.shape + (3,), dtype=np.uint8)
+    for (r, c), value in np.ndenumerate(z):
+        if np.isnan(value):
+            out[r, c] = (244, 244, 244)  # the plot background
+            continue
+        where = min(max((value - axis.cmin) / (axis.cmax - axis.cmin), 0.0), 1.0)
+        (s0, c0), (s1, c1) = next((a, b) for a, b in zip(stops, stops[1:]) if a[0] <= where <= b[0] and b[0] > a[0])
+        out[r, c] = [round(x0 + (x1 - x0) * (where - s0) / (s1 - s0)) for x0, x1 in zip(c0, c1)]
+    return out
 
 
 def test_cancel_keeps_every_live_row_in_the_partial_trace(tiny, tiny_worker):
-    from ccviz.figures import retention_heatmap
-
     job = Job([_task(tiny, prompt=STORY * 3, max_new_tokens=50)], tiny_worker, ResultStore()).start()
     deadline = time.monotonic() + 60
     while (job.live is None or len(job.live.cycles) < 3) and job.running and time.monotonic() < deadline:
@@ -73,7 +101,7 @@ def test_cancel_keeps_every_live_row_in_the_partial_trace(tiny, tiny_worker):
     job.cancel()
     partial = _finish(job).results[0]
     assert partial.status == "cancelled" and len(partial.cycles) >= drawn >= 3
-    assert retention_heatmap(job.live).to_json() == retention_heatmap(partial).to_json()
+    assert _picture(retention_image_html(job.live)).tolist() == _plotly_colours(retention_heatmap(partial)).tolist()
 
 
 def test_store_is_a_bounded_lru():

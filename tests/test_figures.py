@@ -280,3 +280,17 @@ def test_run_summary_reports_times_and_sizes():
     assert summary["generated"] == 2 and summary["prompt tokens"] == 10
     assert summary["per refresh (ms)"] == pytest.approx(20.0)
     assert summary["total (s)"] == 1.6
+
+
+def test_png_writer_round_trips_through_pillow():
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from ccviz.figures.png import png_bytes
+
+    rgb = np.random.default_rng(0).integers(0, 256, size=(7, 13, 3), dtype=np.uint8)
+    assert np.array_equal(np.asarray(Image.open(io.BytesIO(png_bytes(rgb))).convert("RGB")), rgb)
+    with pytest.raises(ValueError, match="uint8"):
+        png_bytes(rgb.astype(np.float32))

@@ -20,6 +20,7 @@ from ..figures import (
     overlap_heatmap,
     phrase_survival,
     retention_heatmap,
+    retention_image_html,
     run_summary,
     sentence_html,
     signals,
@@ -74,7 +75,9 @@ def live_view(key: str) -> Callable[[Job], None] | None:
 
 
 def live_retention(job: Job, key: str) -> None:
-    """The running task's heatmap so far (every refresh completed), redrawn in place at each poll."""
+    """The running task's heatmap so far (every refresh completed), redrawn in place at each poll: as a
+    picture of the same cells, since redrawing the Plotly figure every second cost the run itself
+    (docs/app.md#live-retention)."""
     trace = job.live
     if trace is None or not trace.cycles:
         st.caption("The retention heatmap appears here with the first refresh.")
@@ -82,7 +85,7 @@ def live_retention(job: Job, key: str) -> None:
     task = job.tasks[min(job.progress.task, len(job.tasks) - 1)]
     if len(job.tasks) > 1:
         st.markdown(f"**Live: run {job.progress.task + 1} of {len(job.tasks)} · {task.label}**")
-    chart(retention_heatmap(trace), key=f"{key}.live", stem=file_stem(trace, "retention-partial"))
+    st.html(retention_image_html(trace))
 
 
 def _file_name(trace: Trace) -> str:

@@ -31,7 +31,7 @@ from browser_support import CHROMIUM, CHROMIUM_ARGS, idle, metric, model_ready, 
 
 CLINICAL = (ROOT / "assets" / "samples" / "clinical_record.md").read_text(encoding="utf-8")
 TIMEOUT_MS = 300_000
-HEATMAP_ROWS = "() => { const g = document.querySelector('.js-plotly-plot'); return g && g.calcdata ? g.calcdata[0][0].z.length : 0; }"
+LIVE_ROWS = "() => { const i = document.querySelector(\"img[alt^='retention so far']\"); return i ? parseInt(i.alt.split(': ')[1]) : 0; }"
 FINAL_VIEW = "button:has-text('Download all figures')"
 
 
@@ -48,7 +48,7 @@ def one_run(browser, url: str, live: bool, max_new: int) -> tuple[float | None, 
     page.get_by_role("button", name="Run", exact=True).click()
     first = None
     if live:
-        page.wait_for_function(f"({HEATMAP_ROWS})() > 0", timeout=TIMEOUT_MS)
+        page.wait_for_function(f"({LIVE_ROWS})() > 0", timeout=TIMEOUT_MS)
         first = time.perf_counter() - clicked
     page.wait_for_selector(FINAL_VIEW, timeout=TIMEOUT_MS)
     final = time.perf_counter() - clicked
