@@ -203,3 +203,15 @@ def test_the_document_store_is_bounded_by_count_and_bytes():
     assert store.get(keys[1]) is None and store.get(keys[0]) and len(store) == 3  # the least recent went
     store.put("e" * 95)  # over the byte budget: the older ones make room
     assert len(store) == 1 and store.get(document_hash("e" * 95)) == "e" * 95
+
+
+def test_finding_a_token_finds_a_word_split_into_several(tiny):
+    from ccviz import generate
+    from ccviz.ui.explain import matching_tokens
+
+    trace = generate(tiny, "Allergy: amoxicillin (anaphylaxis). Never give Amoxicillin.", policy="sliding", cache_size=16,
+                     max_new_tokens=2, chat=False)
+    found = matching_tokens(trace, "amoxicillin", len(trace.tokens))
+    assert "".join(trace.tokens[t].text for t in found).lower().count("amoxicillin") == 2
+    assert all("".join(trace.tokens[t].text for t in found[i : i + 3]).strip().lower() == "amoxicillin" for i in (0, 3))
+    assert matching_tokens(trace, "(", 4) == [] and matching_tokens(trace, "(", len(trace.tokens))  # up to the refresh's step

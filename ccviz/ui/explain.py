@@ -6,6 +6,9 @@ its own next to the page's runs, and cached with the other results; this module 
 
 from __future__ import annotations
 
+import re
+
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -28,18 +31,31 @@ STATUS_BADGES = {  # status -> (label, icon, colour)
 }
 
 
+def matching_tokens(trace: Trace, query: str, step: int) -> list[int]:
+    """Every token (timestep) of the first ``step`` that overlaps an occurrence of ``query`` in the text,
+    case-insensitive: a word split into several tokens ("amoxicillin") is found whole."""
+    pieces = [tok.text for tok in trace.tokens[:step]]
+    ends = np.cumsum([len(p) for p in pieces])
+    found: dict[int, None] = {}
+    for match in re.finditer(re.escape(query.lower()), "".join(pieces).lower()):
+        first, last = np.searchsorted(ends, [match.start(), match.end() - 1], side="right")
+        found.update(dict.fromkeys(range(int(first), int(last) + 1)))
+        if len(found) >= MAX_MATCHES:
+            break
+    return list(found)[:MAX_MATCHES]
+
+
 def _token_choice(trace: Trace, key: str, step: int) -> int:
     """A token of the first ``step``: found by its text, or typed as a timestep."""
     left, right = st.columns([2, 3])
-    query = left.text_input("Find a token", key=f"{key}.find", placeholder="e.g. Tomas, 4817, key",
-                            help="Tokens whose text contains this (case-insensitive), up to this refresh.")
+    query = left.text_input("Find a token", key=f"{key}.find", placeholder="e.g. amoxicillin, 4817, key",
+                            help="Every token of each place the text contains this (case-insensitive), up to this refresh.")
     if query.strip():
-        needle = query.strip().lower()
-        matches = [tok.t for tok in trace.tokens[:step] if needle in tok.text.lower()][:MAX_MATCHES]
+        matches = matching_tokens(trace, query.strip(), step)
         if not matches:
-            right.warning(f"No token up to this refresh contains “{query.strip()}”.")
+            right.warning(f"Nothing up to this refresh contains “{query.strip()}”.")
         else:
-            return right.selectbox(f"Matches ({len(matches)})", matches, key=f"{key}.match",
+            return right.selectbox(f"Tokens of the matches ({len(matches)})", matches, key=f"{key}.match",
                                    format_func=lambda t: f"t={t} “{visible_text(trace.tokens[t].text)}”")
     return int(right.number_input("Token t (original timestep)", min_value=0, max_value=max(step - 1, 0),
                                   value=max(step - 1, 0) // 2, step=1, key=f"{key}.t"))
