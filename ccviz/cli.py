@@ -1,4 +1,4 @@
-"""Command line: ``python -m ccviz run|policies``.
+"""Command line: ``python -m ccviz run|explain|policies|bench``.
 
 Every user mistake ends with one line on stderr and a non-zero exit, never a traceback.
 """
@@ -53,6 +53,17 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--pool", default="max", choices=POOLS,
                      help="a word's or sentence's score: the max or the mean of its tokens' scores")
     run.add_argument("--out", type=Path, help="save the trace as JSON")
+
+    explain = sub.add_parser("explain", help="why a token was kept or evicted at a refresh of a saved trace")
+    explain.add_argument("trace", type=Path, help="a trace saved by `run --out` (or the app's download)")
+    explain.add_argument("--refresh", type=int, metavar="R", help="the refresh (default: the last)")
+    which = explain.add_mutually_exclusive_group(required=True)
+    which.add_argument("--token", type=int, metavar="T", help="the token's original timestep")
+    which.add_argument("--find", metavar="TEXT", help="the first token of the first place the text contains TEXT")
+    explain.add_argument("--model", help="the checkpoint folder the trace was made with (default: the embedded model)")
+    explain.add_argument("--device", default="cpu", choices=DEVICES)
+    explain.add_argument("--dtype", default="float32", choices=DTYPES)
+    explain.add_argument("--json", action="store_true", help="print the whole explanation as JSON")
 
     sub.add_parser("policies", help="list the eviction policies")
     from .bench.command import add_parser as add_bench_parser
@@ -165,12 +176,42 @@ def _cmd_run(args: argparse.Namespace) -> None:
         print(f"trace saved to {args.out}")
 
 
+def _cmd_explain(args: argparse.Namespace) -> None:
+    from .explain import explain_token, explain_without_replay, explanation_json, explanation_text, matching_tokens
+    from .models import load_model
+    from .trace import Trace
+
+    trace = Trace.load(args.trace)
+    if not trace.cycles:
+        raise CcvizError(f"{args.trace} has no refresh: nothing was ever kept or evicted")
+    refresh = len(trace.cycles) - 1 if args.refresh is None else args.refresh
+    if not 0 <= refresh < len(trace.cycles):
+        raise CcvizError(f"--refresh must be 0 to {len(trace.cycles) - 1}, got {refresh}")
+    note = ""
+    token = args.token
+    if args.find is not None:
+        found = matching_tokens(trace, args.find, trace.cycles[refresh].step)
+        if not found:
+            raise CcvizError(f"nothing up to refresh {refresh} contains {args.find!r}")
+        token = found[0]
+        if len(found) > 1:
+            note = f"(the first of {len(found)} matching tokens: {', '.join(map(str, found[:12]))}; pick one with --token)"
+    explanation = explain_without_replay(trace, refresh, token)  # no model needed for these
+    if explanation is None:
+        explanation = explain_token(load_model(args.model, device=args.device, dtype=args.dtype), trace, refresh, token)
+    print(explanation_json(explanation) if args.json else explanation_text(explanation, trace))
+    if note and not args.json:
+        print(note)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = _parser().parse_args(argv)
         load_plugins()
         if args.command == "policies":
             _cmd_policies()
+        elif args.command == "explain":
+            _cmd_explain(args)
         elif args.command == "bench":
             from .bench.command import main as bench_main
 

@@ -12,9 +12,13 @@ trace's refresh is refused.
 from __future__ import annotations
 
 import dataclasses
+import json
+import math
+import re
 from dataclasses import dataclass, field
 from typing import Sequence
 
+import numpy as np
 import torch
 
 from .capture import decoder_layers
@@ -22,13 +26,13 @@ from .choices import SURPRISE_SCORES
 from .engine import CacheSession, RunConfig
 from .errors import CcvizError
 from .models import LoadedModel
-from .policies import CounterCausalFast
-from .policies.counter_causal import _CounterCausalBase
+from .policies import CounterCausalFast, Policy
 from .scoring import causal_weights_received, counter_causal_weights
 from .trace import Trace
 from .units import first_protected_unit, pool_scores
 
 SCORE_TOLERANCE = 1e-4  # relative: the replayed scores against the trace's (JSON keeps float64 of float32)
+MAX_MATCHES = 200
 
 
 @dataclass
@@ -36,7 +40,7 @@ class Explanation:
     """One token at one refresh. ``entries`` are the refresh's candidates (positions, frozen prefix
     excluded) and ``row`` the token's index among them; the attention lists are ``[heads][entries]``:
     ``counter_causal[h][j]`` what the token's reversed query puts on entry j (its future only),
-    ``causal[h][j]`` what entry j's own causal query puts on the token (entries after it only)."""
+    ``causal[h][j]`` what entry j's own causal query puts on the token (the token itself and the entries after it)."""
 
     refresh: int
     position: int
@@ -57,6 +61,20 @@ class Explanation:
     matches_trace: bool = True  # the replayed scores and survivors equal the trace's
 
 
+def matching_tokens(trace: Trace, query: str, step: int) -> list[int]:
+    """Every token (timestep) of the first ``step`` that overlaps an occurrence of ``query`` in the text,
+    case-insensitive: a word split into several tokens ("amoxicillin") is found whole."""
+    pieces = [tok.text for tok in trace.tokens[:step]]
+    ends = np.cumsum([len(p) for p in pieces])
+    found: dict[int, None] = {}
+    for match in re.finditer(re.escape(query), "".join(pieces), flags=re.IGNORECASE):  # offsets of the text itself
+        first, last = np.searchsorted(ends, [match.start(), match.end() - 1], side="right")
+        found.update(dict.fromkeys(range(int(first), int(last) + 1)))
+        if len(found) >= MAX_MATCHES:
+            break
+    return list(found)[:MAX_MATCHES]
+
+
 def descending_rank(values: torch.Tensor, index: int) -> int:
     """1-based rank of ``values[index]``, highest first; among equal values the later entry ranks first,
     as every selection in ccviz breaks ties."""
@@ -65,9 +83,9 @@ def descending_rank(values: torch.Tensor, index: int) -> int:
     return 1 + int((values > v).sum()) + int(((values == v) & later).sum())
 
 
-def _surprise_policy(policy) -> _CounterCausalBase:
+def _surprise_policy(policy: Policy) -> Policy:
     """The counter-causal scorer to explain with: the run's own policy if it is one, else the fast variant's defaults."""
-    return policy if isinstance(policy, _CounterCausalBase) else CounterCausalFast()
+    return policy if policy.counter_causal else CounterCausalFast()
 
 
 def _reason(session: CacheSession, score: torch.Tensor, units: torch.Tensor | None, row: int, kept: bool) -> tuple[str, int | None]:
@@ -133,6 +151,46 @@ def _explain_here(session: CacheSession, cycle, refresh: int, t: int, text: str)
     )
 
 
+def _strict(value):
+    """JSON-ready: infinite scores as the strings "inf" / "-inf", as traces write them."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _strict(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_strict(v) for v in value]
+    return value
+
+
+def explanation_json(explanation: Explanation) -> str:
+    """The whole explanation as strict JSON (the attention lists included)."""
+    return json.dumps(_strict(dataclasses.asdict(explanation)), allow_nan=False)
+
+
+def _top(weights: list[list[float]], entries: list[int], trace: Trace, count: int = 5) -> str:
+    mean = np.asarray(weights, dtype=np.float64).mean(0) if weights else np.zeros(0)
+    order = [i for i in np.argsort(-mean, kind="stable")[:count] if mean[i] > 0]
+    return ", ".join(f"t={entries[i]} {trace.tokens[entries[i]].text!r} {mean[i]:.3f}" for i in order) or "none"
+
+
+def explanation_text(e: Explanation, trace: Trace) -> str:
+    """A few lines for a terminal: the verdict, the reason, the numbers, the entries the attention goes to."""
+    verdict = {"candidate": "kept" if e.kept else "evicted", "frozen": "frozen", "evicted": "evicted earlier", "unseen": "not processed yet"}[e.status]
+    lines = [f"t={e.position} {e.text!r} at refresh {e.refresh}: {verdict}", f"  {e.reason}"]
+    if e.status != "candidate":
+        return "\n".join(lines)
+    if e.signal is not None:
+        lines.append(f"  policy score ({e.signal}): {e.score:.4g}" + (f", rank {e.rank}" if e.rank is not None else ""))
+    settings = ", ".join(f"{k}={v}" for k, v in e.surprise_settings.items())
+    lines.append(f"  counter-causal surprise ({settings}), rank among {len(e.entries)} candidates:")
+    lines += [f"    {name:<9} {value:>10.4g}   rank {e.surprise_rank[name]}" for name, value in e.surprise.items()]
+    lines.append(f"  reads most of its future (last layer, mean over heads): {_top(e.counter_causal, e.entries, trace)}")
+    lines.append(f"  receives most causal attention from: {_top(e.causal, e.entries, trace)}")
+    if not e.matches_trace:
+        lines.append("  warning: the replay's scores or survivors differ from the trace's (another model or version?)")
+    return "\n".join(lines)
+
+
 class _Explained(Exception):
     """Carries the explanation out of the replay: nothing after the refresh asked is computed."""
 
@@ -146,8 +204,18 @@ def explain_token(lm: LoadedModel, trace: Trace, refresh: int, position: int) ->
 
     Replays the run on ``lm`` (the model that produced the trace) up to that refresh, as many forward
     passes as the run took to get there. A frozen token, one evicted before or one not yet processed
-    gets its status and a reason without a replay.
+    gets its status and a reason without a replay (:func:`explain_without_replay`).
     """
+    known = explain_without_replay(trace, refresh, position)
+    if known is not None:
+        return known
+    cycle = trace.cycles[refresh]
+    return replay_explanation(lm, RunConfig.from_trace(trace), [tok.id for tok in trace.tokens[: cycle.step]],
+                              trace.prompt_length, cycle, refresh, position, trace.tokens[position].text)
+
+
+def explain_without_replay(trace: Trace, refresh: int, position: int) -> Explanation | None:
+    """The explanation when the trace alone gives it (the token was no candidate of that refresh), else None."""
     if not 0 <= refresh < len(trace.cycles):
         raise CcvizError(f"refresh must be 0 to {len(trace.cycles) - 1}, got {refresh}")
     cycle = trace.cycles[refresh]
@@ -162,8 +230,7 @@ def explain_token(lm: LoadedModel, trace: Trace, refresh: int, position: int) ->
     if position not in cycle.candidates:
         gone = next(c.index for c in trace.cycles[:refresh] if position in c.candidates and position not in c.kept)
         return Explanation(refresh, position, text, "evicted", f"Evicted earlier, at refresh {gone}: explain that refresh to see why.", kept=False)
-    return replay_explanation(lm, RunConfig.from_trace(trace), [tok.id for tok in trace.tokens[: cycle.step]],
-                              trace.prompt_length, cycle, refresh, position, text)
+    return None
 
 
 def replay_explanation(lm: LoadedModel, config: RunConfig, ids: Sequence[int], prompt_length: int, cycle, refresh: int,

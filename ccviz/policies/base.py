@@ -36,6 +36,7 @@ class Policy(Validated):
     sinks: ClassVar[int] = 0  # leading tokens that are always frozen, whatever ``frozen`` says
     attention: ClassVar[AttentionNeed | None] = None  # real attention weights read in :meth:`observe`
     default_granularity: ClassVar[Granularity] = "token"  # the unit kept whole when the run does not say (ccviz.units)
+    counter_causal: ClassVar[bool] = False  # scores by counter-causal surprise (score, min_gap, window, stream_inputs: ccviz.explain reads them)
 
     def default_recent(self, cache_size: int) -> int:
         """Trailing entries always kept when the user does not say (0 for most policies)."""

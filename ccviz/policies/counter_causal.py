@@ -48,6 +48,7 @@ class _CounterCausalBase(Policy):
     """
 
     signal = "surprise"
+    counter_causal = True
     variant: ClassVar[str]
 
     score: SurpriseScore = choice("score", SURPRISE_SCORES, default="logit")

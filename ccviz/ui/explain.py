@@ -6,14 +6,11 @@ its own next to the page's runs, and cached with the other results; this module 
 
 from __future__ import annotations
 
-import re
-
-import numpy as np
 import pandas as pd
 import streamlit as st
 
 from ..choices import SURPRISE_SCORES
-from ..explain import Explanation
+from ..explain import Explanation, matching_tokens
 from ..figures import visible_text
 from ..figures.explain import explanation_figure, explanation_html
 from ..figures.export import file_stem
@@ -22,27 +19,12 @@ from .jobs import ExplainTask
 from .state import result_store, run_controls
 from .views import chart
 
-MAX_MATCHES = 200
 STATUS_BADGES = {  # status -> (label, icon, colour)
     "kept": ("kept", ":material/check_circle:", "green"),
     "evicted": ("evicted", ":material/cancel:", "red"),
     "frozen": ("frozen", ":material/lock:", "gray"),
     "unseen": ("not processed yet", ":material/schedule:", "gray"),
 }
-
-
-def matching_tokens(trace: Trace, query: str, step: int) -> list[int]:
-    """Every token (timestep) of the first ``step`` that overlaps an occurrence of ``query`` in the text,
-    case-insensitive: a word split into several tokens ("amoxicillin") is found whole."""
-    pieces = [tok.text for tok in trace.tokens[:step]]
-    ends = np.cumsum([len(p) for p in pieces])
-    found: dict[int, None] = {}
-    for match in re.finditer(re.escape(query.lower()), "".join(pieces).lower()):
-        first, last = np.searchsorted(ends, [match.start(), match.end() - 1], side="right")
-        found.update(dict.fromkeys(range(int(first), int(last) + 1)))
-        if len(found) >= MAX_MATCHES:
-            break
-    return list(found)[:MAX_MATCHES]
 
 
 def _token_choice(trace: Trace, key: str, step: int) -> int:
