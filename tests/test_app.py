@@ -95,6 +95,12 @@ def test_run_page_explains_why_a_token_was_evicted(app):
     # The same selection again is answered from the result store: no job starts.
     app.run()
     assert not any(isinstance(v, Job) and v.running for v in app.session_state.values())
+    # A token typed by number, then the refresh moved to before it was processed: the trace says so at once.
+    app.text_input(key="run.find").set_value("").run()
+    app.number_input(key="run.t").set_value(len(trace.tokens) - 1).run()
+    app.slider(key="run.cycle").set_value(0).run()
+    assert not app.exception and any("Not processed yet at refresh 0" in m.value for m in app.markdown)
+    assert all(b.key != "btn.run.explain" for b in app.button)  # nothing to replay, nothing to click
 
 
 def _fresh_session(monkeypatch, params: dict) -> AppTest:

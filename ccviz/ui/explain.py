@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from ..choices import SURPRISE_SCORES
-from ..explain import Explanation, matching_tokens
+from ..explain import Explanation, explain_without_replay, matching_tokens
 from ..figures import visible_text
 from ..figures.explain import explanation_figure, explanation_html
 from ..figures.export import file_stem
@@ -39,7 +39,9 @@ def _token_choice(trace: Trace, key: str, step: int) -> int:
         else:
             return right.selectbox(f"Tokens of the matches ({len(matches)})", matches, key=f"{key}.match",
                                    format_func=lambda t: f"t={t} “{visible_text(trace.tokens[t].text)}”")
-    return int(right.number_input("Token t (original timestep)", min_value=0, max_value=max(step - 1, 0),
+    # Bounded by the whole trace, not the refresh: moving the refresh never invalidates the number (a
+    # token processed later is explained as "not processed yet").
+    return int(right.number_input("Token t (original timestep)", min_value=0, max_value=len(trace.tokens) - 1,
                                   value=max(step - 1, 0) // 2, step=1, key=f"{key}.t"))
 
 
@@ -95,7 +97,7 @@ def explain_section(trace: Trace, key: str, refresh: int | None = None) -> None:
         st.caption(f"At refresh {refresh} (the refresh slider above).")
     t = _token_choice(trace, key, trace.cycles[refresh].step)
     task = ExplainTask(str(trace.config.get("model", "")), trace, refresh, t)
-    ready = result_store().get(task)
+    ready = explain_without_replay(trace, refresh, t) or result_store().get(task)  # no candidate then: the trace says why
     page = f"{key}.explain"
     done = run_controls(page, "Explain", lambda _: [task]) if ready is None else None
     if ready is None and done is not None and done.tasks[0] == task:
