@@ -2,8 +2,9 @@
 
 Pastes a sample document, runs counter_causal_fast on the Run page and counter_causal_fast against
 sliding on the Compare page, and checks each heatmap rendered (with a working hover) and no exception
-box appeared. Three sessions then paste different documents and click Run together: each gets its own
-result from the one model worker. Screenshots go to test-artifacts/ for a human to look at; the README's
+box appeared. Then the teaching features: the live heatmap (its first rows timed), cancel, the SVG and
+HTML exports, reloads. Three sessions paste different documents and click Run together: each gets its
+own result from the one model worker (marked slow). Screenshots go to test-artifacts/ for a human to look at; the README's
 two (docs/images/) are taken by the first test, see docs/reliability.md#the-readmes-screenshots.
 
 A second server on the tiny random model checks what AppTest cannot: a deep link as the server's first
@@ -303,6 +304,7 @@ def test_live_rows_cancel_exports_and_a_reload(app_url, smollm, tmp_path):
             browser.close()
 
 
+@pytest.mark.slow  # 80 s; the default run checks the same queueing through AppTest (test_app_reliability.py)
 def test_three_sessions_clicking_run_together_each_get_their_own_result(app_url, smollm):
     """Three tabs of one server, three documents, three clicks at once: the runs queue on the one model
     worker and each page ends with its own document's token count and text. Click-to-result times go to

@@ -141,9 +141,13 @@ def test_explain_prints_the_verdict_the_reason_and_the_numbers(explained_trace):
     lines = result.stdout.splitlines()
     assert lines[0] == f"t={evicted} {trace.tokens[evicted].text!r} at refresh {cycle.index}: evicted"
     assert "Ranked" in lines[1] and "logprob" in result.stdout and "reads most of its future" in result.stdout
-    found = _cli("explain", str(explained_trace), "--find", "amoxicillin", "--refresh", "0", "--json")
-    assert found.returncode == 0, found.stderr
-    data = json.loads(found.stdout)
+
+
+def test_explain_finds_a_word_and_prints_json(explained_trace, capsys):
+    from ccviz.cli import main  # in this process: the test above shows a real process end to end
+
+    assert main(["explain", str(explained_trace), "--find", "amoxicillin", "--refresh", "0", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
     assert data["refresh"] == 0 and "amoxicillin".startswith(data["text"].strip().lower()) and data["status"] == "candidate"
     assert len(data["counter_causal"]) == len(data["causal"]) and len(data["counter_causal"][0]) == len(data["entries"])
 
