@@ -241,6 +241,7 @@ def test_compare_page_runs_policies_side_by_side(app):
     assert sum("-badge[" in m.value for m in app.markdown) == 2  # whether "Ada Brenn" survived, per policy
     table = app.dataframe[0].value
     assert list(table["run"]) == ["A · sliding", "B · counter_causal_fast"] and (table["refreshes"] > 3).all()
+    assert [b.proto.label for b in app.get("download_button")] == ["Download all figures (HTML report)"]
     # one policy by token and by word, side by side: each run has its own unit
     app.selectbox(key="cmp.p0").set_value("counter_causal_fast").run()
     app.button_group(key="cmp.p1.granularity").set_value("sentence").run()

@@ -294,3 +294,21 @@ def test_png_writer_round_trips_through_pillow():
     assert np.array_equal(np.asarray(Image.open(io.BytesIO(png_bytes(rgb))).convert("RGB")), rgb)
     with pytest.raises(ValueError, match="uint8"):
         png_bytes(rgb.astype(np.float32))
+
+
+def test_the_html_report_is_self_contained_and_holds_every_run_and_figure():
+    from ccviz.figures import comparison_heatmaps, overlap_heatmap, retention_heatmap, survival_html
+    from ccviz.figures.export import report_html
+
+    hostile = _trace()
+    hostile.tokens[3].text = "</script><script>alert(1)</script>"  # token text must not end the figure's script
+    one = report_html(hostile, {"Retention heatmap": retention_heatmap(hostile)}, {"What survives": survival_html(hostile)}, "a run")
+    assert one.count("Plotly.newPlot(") == 1 and "<script src" not in one  # plotly.js inline, nothing fetched
+    assert "<h2>Settings</h2>" in one and "<h2>Generated text</h2>" in one and "alert(1)</script>" not in one
+    other = _trace()
+    other.config = {**other.config, "policy": "sliding"}
+    pair = report_html({"A · counter_causal_fast": hostile, "B · sliding": other},
+                       {"Retention": comparison_heatmaps([hostile, other], ["A", "B"]), "Overlap": overlap_heatmap([hostile, other], ["A", "B"])},
+                       {}, "a comparison")
+    assert pair.count("Plotly.newPlot(") == 2 and "<h2>Settings: A · counter_causal_fast</h2>" in pair
+    assert "<h2>Settings: B · sliding</h2>" in pair and pair.count("<h2>Generated text: ") == 2

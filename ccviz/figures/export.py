@@ -2,8 +2,8 @@
 
 The app draws every chart with :func:`slide_ready` applied, so what a user sees is what the toolbar's
 camera saves (PNG or SVG, :data:`IMAGE_FORMATS`). :func:`report_html` writes one self-contained page
-of a run (plotly.js inline, no network): the settings, every figure given, with buttons for PNG and
-SVG on each, and the token views; it opens from disk in any browser, years later.
+of a run or a comparison (plotly.js inline, no network): the settings, every figure given, with
+buttons for PNG and SVG on each, and the token views; it opens from disk in any browser, years later.
 """
 
 from __future__ import annotations
@@ -68,13 +68,21 @@ def _settings_table(trace: Trace) -> str:
     return f"<table>{cells}</table>"
 
 
-def report_html(trace: Trace, figures: Mapping[str, go.Figure], views: Mapping[str, str], title: str) -> str:
-    """One self-contained HTML page: ``title``, the run's settings, ``figures`` (heading -> figure) and
-    ``views`` (heading -> an HTML fragment of :mod:`.tokens`, already escaped), then the generated text."""
+def report_html(runs: Trace | Mapping[str, Trace], figures: Mapping[str, go.Figure], views: Mapping[str, str], title: str) -> str:
+    """One self-contained HTML page: ``title``, the settings of each run (one trace, or label -> trace
+    for a comparison), ``figures`` (heading -> figure), ``views`` (heading -> an HTML fragment of
+    :mod:`.tokens`, already escaped), then each run's generated text."""
+    runs = {"": runs} if isinstance(runs, Trace) else dict(runs)
+    trace = next(iter(runs.values()))  # names the figure files
+    settings, outputs = [], []
+    for label, run in runs.items():
+        suffix = f": {html.escape(label)}" if label else ""
+        settings += [f"<h2>Settings{suffix}</h2>", _settings_table(run)]
+        outputs += [f"<h2>Generated text{suffix}</h2>",
+                    f"<pre style='white-space:pre-wrap'>{html.escape(run.output_text or '(nothing was generated)')}</pre>"]
     parts = [f"<h1>{html.escape(title)}</h1>",
-             f"<p class='note'>Written by ccviz {html.escape(__version__)} from the run's trace. Every chart has a "
-             "PNG (camera) and an SVG (disk) button in its toolbar.</p>",
-             "<h2>Settings</h2>", _settings_table(trace)]
+             f"<p class='note'>Written by ccviz {html.escape(__version__)} from the runs' traces. Every chart has a "
+             "PNG (camera) and an SVG (disk) button in its toolbar.</p>", *settings]
     for i, (heading, fig) in enumerate(figures.items()):
         stem = f"{file_stem(trace, re.sub(r'[^a-z0-9]+', '-', heading.lower()).strip('-'))}"
         div = f"ccviz-figure-{i}"
@@ -83,7 +91,7 @@ def report_html(trace: Trace, figures: Mapping[str, go.Figure], views: Mapping[s
                   f"<script>(function(){{var f={spec};Plotly.newPlot('{div}',f.data,f.layout,ccvizButtons({json.dumps(stem)}));}})();</script>"]
     for heading, fragment in views.items():
         parts += [f"<h2>{html.escape(heading)}</h2>", fragment]
-    parts += ["<h2>Generated text</h2>", f"<pre style='white-space:pre-wrap'>{html.escape(trace.output_text or '(nothing was generated)')}</pre>"]
+    parts += outputs
     return (
         f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
         f"<style>{_REPORT_STYLE}</style><script>{get_plotlyjs()}</script><script>{_SVG_BUTTON}</script></head>"

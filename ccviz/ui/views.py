@@ -267,3 +267,16 @@ def compare_view(traces: Sequence[Trace], labels: Sequence[str], phrase: str, ke
     st.markdown("**Times and sizes**")
     rows = [{"run": label, **run_summary(trace)} for trace, label in zip(traces, labels)]
     st.dataframe(pd.DataFrame(rows), hide_index=True)
+
+    def write() -> str:
+        figures = {"Retention, on one colour scale": comparison_heatmaps(traces, labels, COLOUR_LABELS[colouring])} if any(t.cycles for t in traces) else {}
+        figures["Kept-set overlap"] = overlap_heatmap(traces, labels)
+        views = {f"What survives: {label}": survival_html(trace) for trace, label in zip(traces, labels)}
+        return report_html(dict(zip(labels, traces)), figures, views, title=f"ccviz comparison: {', '.join(labels)}")
+
+    st.download_button(
+        "Download all figures (HTML report)", data=write, file_name=f"{file_stem(traces[0], 'compare-report')}.html",
+        mime="text/html", key=f"{key}.report", on_click="ignore", icon=":material/summarize:",
+        help="One self-contained HTML file: every run's settings, the heatmaps side by side and the overlap matrix "
+             "(each with PNG and SVG buttons), what survives under each run, and the outputs.",
+    )
