@@ -196,6 +196,16 @@ def test_result_table_resumes_and_refuses_other_settings(tmp_path):
     assert loaded["meta"]["demo"]["settings"] == {"words": 10} and loaded["meta"]["demo"]["commit"]
 
 
+def test_a_nan_written_to_a_result_table_reads_back_as_a_number(tmp_path):
+    """csv writes a float NaN as "nan": it reads back as a missing number, not as text in a float column."""
+    rows = ResultTable(tmp_path, "timed", ["policy", "n", "ratio"], ["policy", "n"], {})
+    rows.add({"policy": "sliding", "n": 512, "ratio": 0.25})
+    rows.add({"policy": "sliding", "n": 16384, "ratio": float("nan")})  # past the forward baseline
+    frame = load_results(tmp_path)["timed"]
+    assert frame["ratio"].dtype == float and frame["ratio"].isna().tolist() == [False, True]
+    assert frame["policy"].tolist() == ["sliding", "sliding"]
+
+
 # ----- the measures on real runs -----------------------------------------------------------------
 def test_retention_survival_follows_the_sliding_window_rule(tiny):
     """Under a sliding window the fact survives iff it is within J of the last refresh step before the

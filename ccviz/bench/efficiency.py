@@ -294,8 +294,6 @@ def summarise(refresh: pd.DataFrame, e2e: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     table = pd.DataFrame(index=pd.Index(list(dict.fromkeys([*e2e.get("policy", []), *refresh.get("policy", [])])), name="policy"))
     if not refresh.empty:
-        numeric = ["n", "refresh_seconds", "forward_seconds", "ratio", "peak_mb"]  # rows read back may hold "nan" text
-        refresh = refresh.assign(**{c: pd.to_numeric(refresh[c], errors="coerce") for c in numeric if c in refresh})
         ratios = refresh.pivot_table(index="policy", columns="n", values="ratio", aggfunc="median")
         table = table.join(ratios.rename(columns=lambda n: f"refresh_ratio_n{n}"))
         fits = {}

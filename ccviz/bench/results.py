@@ -143,10 +143,13 @@ class ResultTable:
 
 def read_frame(path: Path, columns: Iterable[str] = ()) -> pd.DataFrame:
     """A result CSV as a data frame (an empty frame with ``columns`` if nothing was measured yet), its rows
-    in the benchmarks' policy order (:func:`.specs.in_policy_order`)."""
+    in the benchmarks' policy order (:func:`.specs.in_policy_order`).
+
+    Missing values are empty cells and ``nan``, which is how :meth:`ResultTable.add` writes a float NaN
+    (a cell past the forward baseline, an unmeasured peak); no other text is read as missing."""
     if not Path(path).exists():
         return pd.DataFrame(columns=list(columns))
-    return in_policy_order(pd.read_csv(path, keep_default_na=False, na_values=[""]))
+    return in_policy_order(pd.read_csv(path, keep_default_na=False, na_values=["", "nan"]))
 
 
 def write_summary(directory: Path, name: str, frame: pd.DataFrame) -> Path:

@@ -130,12 +130,6 @@ def divergence_figure(summary: pd.DataFrame) -> go.Figure:
                    xaxis=dict(type="log", tickvals=budgets), yaxis=dict(rangemode="tozero"))
 
 
-def _timed(refresh: pd.DataFrame) -> pd.DataFrame:
-    """The refresh rows with their timing columns as numbers (cells past the forward baseline read back as "nan" text)."""
-    columns = [c for c in ("n", "ratio", "refresh_seconds", "forward_seconds") if c in refresh]
-    return refresh.assign(**{c: pd.to_numeric(refresh[c], errors="coerce") for c in columns})
-
-
 def refresh_cost_figure(refresh: pd.DataFrame) -> go.Figure:
     """One refresh decision's time as a ratio to one plain forward pass over the same n tokens, per
     policy against n, on log axes (cheap policies cost 1e-5 of a forward, the full counter-causal pass
@@ -144,7 +138,6 @@ def refresh_cost_figure(refresh: pd.DataFrame) -> go.Figure:
     ``refresh`` is the efficiency task's refresh rows: ``policy``, ``n``, ``ratio``,
     ``refresh_seconds``, ``forward_seconds``.
     """
-    refresh = _timed(refresh)
     fig = _policy_lines(
         refresh, "n", "ratio", ["refresh_seconds", "forward_seconds"],
         "n = %{x}: %{y:.3g} x a forward (%{customdata[0]:.3g} s vs %{customdata[1]:.3g} s)",
@@ -160,7 +153,6 @@ def refresh_seconds_figure(refresh: pd.DataFrame, exponents: dict[str, float] | 
     """One refresh decision's seconds against n on log-log axes, the plain forward's dashed for scale:
     a straight line's slope is the exponent of cost in n, which the legend gives (``exponents``: the
     efficiency summary's fitted ``refresh_exponent`` per policy)."""
-    refresh = _timed(refresh)
     fig = _policy_lines(refresh, "n", "refresh_seconds", ["ratio"],
                         "n = %{x}: %{y:.3g} s (%{customdata[0]:.3g} x a forward)")
     for trace in fig.data:
