@@ -45,11 +45,10 @@ def slide_ready(fig: go.Figure) -> go.Figure:
     return fig.update_layout(paper_bgcolor=BACKGROUND, font=dict(color=TEXT_COLOUR))
 
 
-def file_stem(trace: Trace, what: str) -> str:
-    """``ccviz-retention-counter_causal_fast-J128``: what, policy and budget, safe as a file name."""
-    policy = str(trace.config.get("policy", "run"))
-    raw = f"ccviz-{what}-{policy}-J{trace.config.get('cache_size', '')}"
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", raw)
+def file_stem(trace: Trace, what: str = "") -> str:
+    """``ccviz-retention-counter_causal_fast-J128``: what (if given), policy and budget, safe as a file name."""
+    parts = ("ccviz", what, str(trace.config.get("policy", "run")), f"J{trace.config.get('cache_size', '')}")
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", "-".join(part for part in parts if part))
 
 
 def image_options(stem: str, image_format: str = "png") -> dict:

@@ -98,9 +98,7 @@ def _option_input(spec, key: str) -> Any:
         cast = int if spec.kind == "int" else float
         low, high = (None if bound is None else cast(bound) for bound in (spec.minimum, spec.maximum))
         default = None if spec.default is None else cast(spec.default)
-        value = st.number_input(label, value=linked(key, default, optional(lambda raw: _in_bounds(cast(raw), low, high))),
-                                min_value=low, max_value=high, key=key, persist_state=SESSION,
-                                **({"step": 1} if spec.kind == "int" else {"format": "%.4g"}))
+        value = _number(label, key, default, low, high, cast, **({"step": 1} if spec.kind == "int" else {"format": "%.4g"}))
         return None if value is None else cast(value)
     if spec.kind == "choice":
         return st.selectbox(label, spec.choices, index=linked_index(key, spec.choices, spec.default), key=key, persist_state=SESSION)
@@ -163,8 +161,11 @@ def _least(name: str) -> int:
 
 def _number(label: str, key: str, default: float | None, low: float | None, high: float | None = None, cast=int, **kw) -> Any:
     """A linked number input: its default from the link when the link's value is in bounds."""
-    decode = optional(lambda raw: _in_bounds(cast(raw), low, high)) if default is None else (lambda raw: _in_bounds(cast(raw), low, high))
-    return st.number_input(label, value=linked(key, default, decode), min_value=low, max_value=high, key=key, persist_state=SESSION, **kw)
+    def decode(raw: str) -> float:
+        return _in_bounds(cast(raw), low, high)
+
+    return st.number_input(label, value=linked(key, default, optional(decode) if default is None else decode),
+                           min_value=low, max_value=high, key=key, persist_state=SESSION, **kw)
 
 
 def budget_input(prefix: str, default_cache: int = 128) -> dict[str, Any]:

@@ -6,7 +6,6 @@ view controls (colouring, refresh slider, signal), which rerun the page without 
 
 from __future__ import annotations
 
-import re
 from typing import Callable, Mapping, Sequence
 
 import pandas as pd
@@ -88,15 +87,10 @@ def live_retention(job: Job, key: str) -> None:
     st.html(retention_image_html(trace))
 
 
-def _file_name(trace: Trace) -> str:
-    policy = re.sub(r"[^A-Za-z0-9_-]+", "-", str(trace.config.get("policy", "run")))
-    return f"ccviz-{policy}-J{trace.config.get('cache_size', '')}.json"
-
-
 def download_trace(trace: Trace, key: str, label: str = "Download trace JSON") -> None:
     """A download button; the JSON is written only when clicked."""
     st.download_button(
-        label, data=trace.to_json, file_name=_file_name(trace), mime="application/json", key=key,
+        label, data=trace.to_json, file_name=f"{file_stem(trace)}.json", mime="application/json", key=key,
         on_click="ignore", icon=":material/download:",
     )
 
