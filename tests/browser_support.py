@@ -56,6 +56,28 @@ def serve_app(env: dict[str, str], log_name: str):
         log.close()
 
 
+@contextlib.contextmanager
+def chromium(playwright):
+    """Debian's chromium, headless with the flags every test uses; closed however the block ends."""
+    browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    try:
+        yield browser
+    finally:
+        browser.close()
+
+
+@contextlib.contextmanager
+def photographed_on_failure(shots: dict):
+    """On an exception, a screenshot of each page still open (file name -> page) into test-artifacts/, then re-raise."""
+    try:
+        yield
+    except Exception:
+        for name, page in shots.items():
+            if not page.is_closed():  # a screenshot of a closed tab would hide the real failure
+                page.screenshot(path=str(ARTIFACTS / name))
+        raise
+
+
 def idle(page) -> None:
     """Wait until the app's script has finished reacting to the last interaction."""
     page.wait_for_timeout(500)  # let the rerun start first

@@ -24,15 +24,16 @@ import pytest
 from browser_support import (
     ARTIFACTS,
     CHROMIUM,
-    CHROMIUM_ARGS,
     ROOT,
     RUN_TIMEOUT_MS,
     SESSION_DOCUMENTS,
+    chromium,
     idle,
     metric,
     model_ready,
     open_page,
     paste_document,
+    photographed_on_failure,
     serve_app,
     set_number,
 )
@@ -108,10 +109,9 @@ def test_paste_run_and_compare(app_url, tmp_path):
     from ccviz import POLICIES
 
     document = (ROOT / "assets" / "samples" / "reasoning_prompt.md").read_text(encoding="utf-8")  # the shortest sample
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    with sync_playwright() as p, chromium(p) as browser:
         page = browser.new_page(viewport={"width": 1500, "height": 2400})
-        try:
+        with photographed_on_failure({"failure.png": page}):
             page.goto(app_url)
             page.wait_for_selector("[data-testid='stApp']")
             idle(page)
@@ -155,11 +155,6 @@ def test_paste_run_and_compare(app_url, tmp_path):
             survived = page.locator("h3").filter(has_text="survive?").first  # the phrase badges, then the heatmaps
             _documentation_screenshot(page, survived, "compare.png", tmp_path)
             _no_exception(page)
-        except Exception:
-            page.screenshot(path=str(ARTIFACTS / "failure.png"))
-            raise
-        finally:
-            browser.close()
 
 
 LIVE_DOCUMENT_TOKENS = 1000
@@ -205,10 +200,9 @@ def test_live_rows_cancel_exports_and_a_reload(app_url, smollm, tmp_path):
     from ccviz import POLICIES
 
     document = _thousand_token_document(smollm)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    with sync_playwright() as p, chromium(p) as browser:
         page = open_page(browser, app_url)
-        try:
+        with photographed_on_failure({"failure-teaching.png": page}):
             model_ready(page)
             paste_document(page, document)
             set_number(page, "Max new tokens", 8)
@@ -298,11 +292,6 @@ def test_live_rows_cancel_exports_and_a_reload(app_url, smollm, tmp_path):
             expect(page.get_by_role("textbox", name="Document or prompt")).to_have_value(document)
             assert POLICIES["tova"].summary in page.locator("[data-testid='stSidebar']").inner_text()
             _no_exception(page)
-        except Exception:
-            page.screenshot(path=str(ARTIFACTS / "failure-teaching.png"))
-            raise
-        finally:
-            browser.close()
 
 
 @pytest.mark.slow  # 80 s; the default run checks the same queueing through AppTest (test_app_reliability.py)
@@ -317,10 +306,9 @@ def test_three_sessions_clicking_run_together_each_get_their_own_result(app_url,
     from ccviz.prompts import encode_prompt
 
     expected = [len(encode_prompt(smollm.tokenizer, doc, chat=True).ids) for doc in SESSION_DOCUMENTS]
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    with sync_playwright() as p, chromium(p) as browser:
         pages = [open_page(browser, app_url) for _ in SESSION_DOCUMENTS]
-        try:
+        with photographed_on_failure({f"session_{i}-failure.png": page for i, page in enumerate(pages)}):
             for page, doc in zip(pages, SESSION_DOCUMENTS):
                 model_ready(page)
                 paste_document(page, doc)
@@ -343,13 +331,6 @@ def test_three_sessions_clicking_run_together_each_get_their_own_result(app_url,
                 page.screenshot(path=str(ARTIFACTS / f"session_{i}.png"))
             seconds = [round(end - start, 2) for start, end in zip(started, finished)]
             (ARTIFACTS / "sessions.json").write_text(json.dumps({"prompt_tokens": expected, "click_to_result_s": seconds}))
-        except Exception:
-            for i, page in enumerate(pages):
-                if not page.is_closed():
-                    page.screenshot(path=str(ARTIFACTS / f"session_{i}-failure.png"))
-            raise
-        finally:
-            browser.close()
 
 
 HOSTILE = 'Notes <img src=x onerror="window.__pwned=1"> and <script>window.__pwned=2</script> end \x07.'
@@ -369,26 +350,21 @@ def test_a_deep_link_as_a_fresh_servers_first_request_gets_the_whole_app(tiny_ap
     first on the tiny server (tests run in file order), so this is its first page request."""
     from playwright.sync_api import sync_playwright
 
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = open_page(browser, f"{tiny_app_url}/benchmarks")
-            page.wait_for_selector("h1:has-text('Benchmarks')")
-            menu = page.locator("[data-testid='stSidebarNav']").inner_text()
-            assert "Run & retention" in menu and "Traces" in menu, menu  # app.py's menu, not file names
-            _no_exception(page)
-        finally:
-            browser.close()
+    with sync_playwright() as p, chromium(p) as browser:
+        page = open_page(browser, f"{tiny_app_url}/benchmarks")
+        page.wait_for_selector("h1:has-text('Benchmarks')")
+        menu = page.locator("[data-testid='stSidebarNav']").inner_text()
+        assert "Run & retention" in menu and "Traces" in menu, menu  # app.py's menu, not file names
+        _no_exception(page)
 
 
 def test_bad_input_markup_and_a_closed_tab(tiny_app_url):
     """What AppTest cannot see: Streamlit's range message, a real upload, markup in the page, a closed tab."""
     from playwright.sync_api import sync_playwright
 
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    with sync_playwright() as p, chromium(p) as browser:
         page = open_page(browser, tiny_app_url)
-        try:
+        with photographed_on_failure({"reliability-failure.png": page}):
             set_number(page, "Cache size J", -3)
             assert "allowed range" in page.locator("[data-testid='stSidebar']").inner_text()
             set_number(page, "Cache size J", 16)
@@ -445,9 +421,3 @@ def test_bad_input_markup_and_a_closed_tab(tiny_app_url):
             page.get_by_role("button", name="Run", exact=True).click()
             page.wait_for_selector(".js-plotly-plot", timeout=RUN_TIMEOUT_MS)
             _no_exception(page)
-        except Exception:
-            if not page.is_closed():  # a screenshot of a closed tab would hide the real failure
-                page.screenshot(path=str(ARTIFACTS / "reliability-failure.png"))
-            raise
-        finally:
-            browser.close()

@@ -106,8 +106,8 @@ as it runs every :data:`POLL_SECONDS`."""
 def follow(job: Job, page: str, live_view: LiveView | None = None) -> None:
     """Live progress, a Cancel button and ``live_view``, polled in a fragment; the page reruns when the job ends.
 
-    The fragment redraws only itself, and a chart keeps its key from one poll to the next, so the
-    live figure is updated in place rather than rebuilt (no flicker, and the user's zoom stays).
+    The fragment redraws only itself: the rest of the page is not rerun at a poll, so what the live
+    view draws must be cheap (the Run page's is a small picture, :func:`ccviz.ui.views.live_retention`).
     """
 
     awaiting_rows = live_view is not None and (job.live is None or not job.live.cycles)

@@ -27,7 +27,7 @@ from ccviz.bench.timing import header
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))  # the browser helpers the browser tests use too
-from browser_support import CHROMIUM, CHROMIUM_ARGS, idle, metric, model_ready, open_page, paste_document, serve_app, set_number  # noqa: E402
+from browser_support import chromium, idle, metric, model_ready, open_page, paste_document, serve_app, set_number  # noqa: E402
 
 CLINICAL = (ROOT / "assets" / "samples" / "clinical_record.md").read_text(encoding="utf-8")
 TIMEOUT_MS = 300_000
@@ -67,8 +67,7 @@ def main() -> None:
     env = {k: v for k, v in os.environ.items() if k != "CCVIZ_MODEL"}
     max_new = iter(range(64, 0, -1))
     rows: dict[bool, list[tuple[float | None, float, float]]] = {True: [], False: []}
-    with serve_app(env, "bench-live-view.log") as url, sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    with serve_app(env, "bench-live-view.log") as url, sync_playwright() as p, chromium(p) as browser:
         warm = open_page(browser, url)
         model_ready(warm, TIMEOUT_MS)
         warm.close()
@@ -76,7 +75,6 @@ def main() -> None:
         for _ in range(args.repeats):
             for live in (True, False):
                 rows[live].append(one_run(browser, url, live, next(max_new)))
-        browser.close()
 
     def median(live: bool, column: int) -> float:
         return statistics.median(row[column] for row in rows[live])
