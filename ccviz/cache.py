@@ -1,8 +1,11 @@
 """The managed KV cache of one run and everything that must be evicted with it.
 
 One decision per token: the keys/values of every layer, the token ids, the original positions, the
-stored residual-stream rows (H^(l) for the layers a policy re-runs from) and every per-policy state are gathered with the same indices, so they can never
-drift apart.
+stored residual-stream rows (H^(l) for the layers a policy re-runs from) and every per-policy state are
+gathered with the same indices, so they can never drift apart. Under a per-layer allocation
+(:mod:`ccviz.allocation`) the side tables hold the union of what the layers keep, and each layer's
+K/V holds only its own entries (:class:`LayerMembership` says which), so a smaller layer budget frees
+that layer's memory.
 """
 
 from __future__ import annotations
@@ -14,13 +17,78 @@ from transformers import DynamicCache
 
 
 @dataclass
+class LayerMembership:
+    """Which of the cache's entries each layer's K/V rows are, when layers keep different entries.
+
+    ``rows[l]``: ascending indices into the entries (``CacheState.pos`` order), one per K/V row of
+    layer l. ``heads[l]`` (allocation "adaptive" only): bool ``[kv_heads, len(rows[l])]``, which of the
+    layer's rows each KV head still sees; a head's evicted entries stay in the layer while another head
+    keeps them, masked out of its attention (as kvpress realises per-head budgets).
+    """
+
+    rows: list[torch.Tensor]
+    heads: list[torch.Tensor] | None = None
+
+    @classmethod
+    def empty(cls, num_layers: int, kv_heads: int | None = None) -> "LayerMembership":
+        rows = [torch.empty(0, dtype=torch.long) for _ in range(num_layers)]
+        heads = None if kv_heads is None else [torch.empty(kv_heads, 0, dtype=torch.bool) for _ in range(num_layers)]
+        return cls(rows, heads)
+
+    def appended(self, start: int, count: int) -> None:
+        """Entries ``start .. start + count - 1`` were just appended to every layer, visible to every head."""
+        new = torch.arange(start, start + count)
+        self.rows = [torch.cat([rows, new]) for rows in self.rows]
+        if self.heads is not None:
+            self.heads = [torch.cat([heads, heads.new_ones(heads.shape[0], count)], dim=1) for heads in self.heads]
+
+    def held(self, entries: int) -> torch.Tensor:
+        """bool ``[layers, entries]``: which entries each layer holds."""
+        held = torch.zeros(len(self.rows), entries, dtype=torch.bool)
+        for layer, rows in enumerate(self.rows):
+            held[layer, rows] = True
+        return held
+
+    def visible(self, entries: int) -> torch.Tensor:
+        """bool ``[layers, kv_heads, entries]``: which entries each KV head sees (every head of a layer
+        sees all the layer holds, unless allocation is adaptive)."""
+        if self.heads is None:
+            return self.held(entries)[:, None]
+        seen = torch.zeros(len(self.rows), self.heads[0].shape[0], entries, dtype=torch.bool)
+        for layer, (rows, heads) in enumerate(zip(self.rows, self.heads)):
+            seen[layer][:, rows] = heads
+        return seen
+
+    def masks(self, new: int, query_heads: int, device: torch.device) -> list[torch.Tensor]:
+        """Each layer's attention mask for a pass appending ``new`` entries: bool ``[1, 1 or query_heads,
+        new, len(rows[l]) + new]``, True = visible. The new queries see every entry their head keeps and
+        the new entries causally (the cache holds only earlier positions, in position order)."""
+        causal = torch.ones(new, new, dtype=torch.bool, device=device).tril()
+        masks = []
+        for layer, rows in enumerate(self.rows):
+            if self.heads is None:
+                old = torch.ones(1, new, rows.numel(), dtype=torch.bool, device=device)
+            else:  # each KV head's visibility serves its group of query heads
+                group = query_heads // self.heads[layer].shape[0]
+                old = self.heads[layer].to(device).repeat_interleave(group, dim=0)[:, None].expand(-1, new, -1)
+            masks.append(torch.cat([old, causal.expand(old.shape[0], -1, -1)], dim=-1)[None])
+        return masks
+
+    def columns(self, entries: int, new: int) -> list[torch.Tensor]:
+        """Each layer's K/V rows after a pass appending ``new`` entries, as indices into the entries."""
+        new_rows = torch.arange(entries, entries + new)
+        return [torch.cat([rows, new_rows]) for rows in self.rows]
+
+
+@dataclass
 class CacheState:
     kv: DynamicCache
     frozen: int
     tok: torch.Tensor = field(default_factory=lambda: torch.empty(0, dtype=torch.long))
     pos: torch.Tensor = field(default_factory=lambda: torch.empty(0, dtype=torch.long))
     residuals: dict[int, torch.Tensor] = field(default_factory=dict)  # layer l -> H^(l) [n, d_model], when a policy asks
-    extras: dict[str, torch.Tensor] = field(default_factory=dict)  # per-policy state, one value per entry
+    extras: dict[str, torch.Tensor] = field(default_factory=dict)  # per-policy state, one value per entry (dim 0)
+    layers: LayerMembership | None = None  # None: every layer holds every entry (allocation "uniform")
 
     def __len__(self) -> int:
         return int(self.pos.numel())
@@ -29,8 +97,14 @@ class CacheState:
     def num_candidates(self) -> int:
         return max(len(self) - self.frozen, 0)
 
+    def kv_bytes(self) -> int:
+        """Bytes the K/V tensors of every layer hold now."""
+        return sum(layer.keys.nbytes + layer.values.nbytes for layer in self.kv.layers if layer.keys is not None)
+
     def append(self, tok: torch.Tensor, pos: torch.Tensor, residuals: dict[int, torch.Tensor] | None = None) -> None:
         """Record the ids, positions (and residual rows, per layer) of tokens whose K/V the model just appended."""
+        if self.layers is not None:
+            self.layers.appended(len(self), tok.numel())
         self.tok = torch.cat([self.tok, tok.to(self.tok.device)])
         self.pos = torch.cat([self.pos, pos.to(self.pos.device)])
         for layer, rows in (residuals or {}).items():
@@ -43,6 +117,21 @@ class CacheState:
             index = indices.to(layer.keys.device)
             layer.keys = layer.keys.index_select(-2, index)
             layer.values = layer.values.index_select(-2, index)
+        self._keep_entries(indices)
+
+    def keep_per_layer(self, rows: list[torch.Tensor], heads: list[torch.Tensor] | None = None) -> None:
+        """Layer l keeps the entries ``rows[l]`` (ascending indices into the entries, a subset of what it
+        holds; ``heads[l]``: bool ``[kv_heads, len(rows[l])]``, which of them each KV head keeps). One
+        gather per layer for its K/V; the side tables keep the union of every layer's entries."""
+        union = torch.unique(torch.cat(rows))
+        for layer, (cached, kept) in enumerate(zip(self.kv.layers, rows)):
+            local = torch.searchsorted(self.layers.rows[layer], kept).to(cached.keys.device)  # the kept rows of its K/V
+            cached.keys = cached.keys.index_select(-2, local)
+            cached.values = cached.values.index_select(-2, local)
+        self.layers = LayerMembership([torch.searchsorted(union, kept) for kept in rows], heads)
+        self._keep_entries(union)
+
+    def _keep_entries(self, indices: torch.Tensor) -> None:
         self.tok = self.tok[indices]
         self.pos = self.pos[indices]
         self.residuals = {layer: rows[indices.to(rows.device)] for layer, rows in self.residuals.items()}

@@ -44,32 +44,54 @@ class AttentionNeed:
 
 @dataclass
 class Capture:
-    """What one forward pass should record, and what it recorded."""
+    """What one forward pass should record, and what it recorded.
+
+    Under a per-layer allocation the session also passes each layer's own attention ``masks`` (the
+    layers hold different entries, so one mask cannot serve them all) and ``columns``: which of the
+    cache's ``entries`` each layer's keys are. Attention weights are then returned over all the cache's
+    entries (zero where a layer holds none), and with ``per_head`` per KV head.
+    """
 
     residual_layers: tuple[int, ...] = ()  # layers whose input rows H^(l) to record
     residuals: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> [chunk, d_model], the stream entering it
     # layer -> the row counts asked for (newest query rows; None: every query of the pass)
     attention_rows: dict[int, tuple[int | None, ...]] = field(default_factory=dict)
     # (layer, rows) -> [rows, cache length] float32: attention weights averaged over all query heads
+    # (per_head: [kv_heads, rows, cache length], averaged within each KV head's group of query heads)
     attention: dict[tuple[int, int | None], torch.Tensor] = field(default_factory=dict)
+    per_head: bool = False
+    masks: list[torch.Tensor] | None = None  # per layer: bool [1, 1 or heads, pass, keys], True = visible
+    columns: list[torch.Tensor] | None = None  # per layer: each key's index among the cache's entries
+    entries: int = 0  # the cache's entries after the pass (with columns)
 
     @classmethod
-    def for_needs(cls, model: torch.nn.Module, needs: Iterable[AttentionNeed], residual_layers: Iterable[int] = ()) -> "Capture":
+    def for_needs(cls, model: torch.nn.Module, needs: Iterable[AttentionNeed], residual_layers: Iterable[int] = (), *,
+                  per_head: bool = False, **layout) -> "Capture":
         """A capture serving every need; each need gets its own tensor, computed exactly as if it were alone.
 
         (Reading one row out of a bigger computation can differ in the last bit, and a recorded
-        companion signal must never be able to change what the policy keeps.)
+        companion signal must never be able to change what the policy keeps.) ``per_head``: every
+        need is served at every layer, per KV head (per-layer scores); ``layout``: ``masks``, ``columns``
+        and ``entries`` of a per-layer cache.
         """
         last = len(decoder_layers(model)) - 1
         rows: dict[int, set[int | None]] = {}
         for need in needs:
-            for layer in range(last + 1) if need.layers == "all" else (last,):
+            for layer in range(last + 1) if need.layers == "all" or per_head else (last,):
                 rows.setdefault(layer, set()).add(need.rows)
-        return cls(residual_layers=tuple(sorted(set(residual_layers))), attention_rows={layer: tuple(r) for layer, r in rows.items()})
+        return cls(residual_layers=tuple(sorted(set(residual_layers))), attention_rows={layer: tuple(r) for layer, r in rows.items()},
+                   per_head=per_head, **layout)
 
     def weights(self, model: torch.nn.Module, need: AttentionNeed, layer: int = -1) -> torch.Tensor:
-        """[rows, cache length]: what ``need`` asked for at ``layer`` (negative: from the end) in this pass."""
-        return self.attention[(layer % len(decoder_layers(model)), need.rows)]
+        """[rows, cache length]: what ``need`` asked for at ``layer`` (negative: from the end) in this pass,
+        averaged over query heads (also when the capture is ``per_head``)."""
+        weights = self.attention[(layer % len(decoder_layers(model)), need.rows)]
+        return weights.mean(dim=0) if self.per_head else weights
+
+    def stacked(self, model: torch.nn.Module, need: AttentionNeed) -> torch.Tensor:
+        """What ``need`` asked for at every layer: [layers, rows, cache length], or with ``per_head``
+        [layers, kv_heads, rows, cache length]."""
+        return torch.stack([self.attention[(layer, need.rows)] for layer in range(len(decoder_layers(model)))])
 
 
 def decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList:
@@ -77,41 +99,58 @@ def decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList:
 
 
 def attention_weights(
-    query: torch.Tensor, key: torch.Tensor, mask: torch.Tensor | None, scaling: float, rows: int | None
+    query: torch.Tensor, key: torch.Tensor, mask: torch.Tensor | None, scaling: float, rows: int | None, per_head: bool = False
 ) -> torch.Tensor:
     """softmax(qK^T * scaling + mask) in float32 for the newest ``rows`` queries, averaged over query heads.
 
     ``query`` [1, heads, q, d], ``key`` [1, kv_heads, n, d] (GQA: each KV head serves heads / kv_heads
     query heads; averaging over all query heads averages each group, then the groups). ``mask`` is
     the one SDPA received: boolean (True = visible), additive float, or None, which SDPA reads as
-    causal with the queries at the end of the cache. Returns [rows, n].
+    causal with the queries at the end of the cache; one mask for all heads or one per query head.
+    Returns [rows, n]; ``per_head``: [kv_heads, rows, n], each KV head's group averaged.
     """
     heads, q_len, d = query.shape[1:]
     kv_heads, n = key.shape[1], key.shape[2]
     rows = q_len if rows is None else min(rows, q_len)
     q = query[0, :, q_len - rows :].float().reshape(kv_heads, -1, d)  # each KV head's query heads, stacked
     logits = torch.bmm(q, key[0].float().transpose(1, 2)).view(kv_heads, heads // kv_heads, rows, n) * scaling
+    if mask is not None:
+        mask = mask[0, :, q_len - rows :]
+        if mask.shape[0] > 1:  # one mask per query head: group them as the logits are
+            mask = mask.reshape(kv_heads, heads // kv_heads, rows, n)
     if mask is None:
         if rows > 1:  # the newest query sees everything; earlier ones stop at their own position
             visible = torch.arange(n, device=key.device) <= torch.arange(n - rows, n, device=key.device)[:, None]
             logits = logits.masked_fill(~visible, float("-inf"))
     elif mask.dtype == torch.bool:
-        logits = logits.masked_fill(~mask[0, :, q_len - rows :], float("-inf"))
+        logits = logits.masked_fill(~mask, float("-inf"))
     else:
-        logits = logits + mask[0, :, q_len - rows :].float()
-    return torch.softmax(logits, dim=-1).mean(dim=(0, 1))
+        logits = logits + mask.float()
+    return torch.softmax(logits, dim=-1).mean(dim=1 if per_head else (0, 1))
+
+
+def _over_entries(weights: torch.Tensor, columns: torch.Tensor, entries: int) -> torch.Tensor:
+    """Attention weights over one layer's keys ``[..., keys]`` spread over all the cache's entries (zero elsewhere)."""
+    spread = weights.new_zeros(*weights.shape[:-1], entries)
+    return spread.index_copy_(-1, columns.to(weights.device), weights)
 
 
 def _attention_forward(module: torch.nn.Module, query, key, value, attention_mask, *args, **kwargs):
-    """The SDPA path, plus the attention weights of the layers the running capture asks for."""
+    """The SDPA path, plus the attention weights of the layers the running capture asks for; a capture of
+    a per-layer cache brings each layer's own mask."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward  # heavy: only once a model runs
 
     capture = kwargs.get(CAPTURE_KWARG)
+    if capture is not None and capture.masks is not None:
+        attention_mask = capture.masks[module.layer_idx]
     if capture is not None and module.layer_idx in capture.attention_rows:
         scaling = kwargs.get("scaling")
         scaling = query.shape[-1] ** -0.5 if scaling is None else scaling
         for rows in capture.attention_rows[module.layer_idx]:
-            capture.attention[(module.layer_idx, rows)] = attention_weights(query, key, attention_mask, scaling, rows)
+            weights = attention_weights(query, key, attention_mask, scaling, rows, capture.per_head)
+            if capture.columns is not None:
+                weights = _over_entries(weights, capture.columns[module.layer_idx], capture.entries)
+            capture.attention[(module.layer_idx, rows)] = weights
     return sdpa_attention_forward(module, query, key, value, attention_mask, *args, **kwargs)
 
 

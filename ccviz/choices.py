@@ -18,6 +18,7 @@ Variant = Literal["full", "fast", "fast_mlp"]  # which layers the counter-causal
 SurpriseScore = Literal["logit", "logprob", "contrast"]
 Granularity = Literal["token", "word", "sentence"]  # the unit a refresh keeps or evicts whole (ccviz.units)
 Pool = Literal["max", "mean"]  # how a unit's score is made from its tokens' scores
+Allocation = Literal["uniform", "pyramid", "adaptive"]  # how the budget is split over layers and KV heads (ccviz.allocation)
 
 RECORDS: tuple[str, ...] = get_args(Record)
 PHASES: tuple[str, ...] = get_args(Phase)
@@ -29,3 +30,4 @@ VARIANTS: tuple[str, ...] = get_args(Variant)
 SURPRISE_SCORES: tuple[str, ...] = get_args(SurpriseScore)
 GRANULARITIES: tuple[str, ...] = get_args(Granularity)
 POOLS: tuple[str, ...] = get_args(Pool)
+ALLOCATIONS: tuple[str, ...] = get_args(Allocation)

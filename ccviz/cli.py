@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from .choices import DEVICES, DTYPES, GRANULARITIES, POOLS, RECORDS
+from .choices import ALLOCATIONS, DEVICES, DTYPES, GRANULARITIES, POOLS, RECORDS
 from .errors import CcvizError
 from .fields import parse_value
 from .plugins import load_plugins
@@ -52,6 +52,11 @@ def _parser() -> argparse.ArgumentParser:
                      help="the unit a refresh keeps or evicts whole: a token, a word or a sentence (default: the policy's)")
     run.add_argument("--pool", default="max", choices=POOLS,
                      help="a word's or sentence's score: the max or the mean of its tokens' scores")
+    run.add_argument("--allocation", default="uniform", choices=ALLOCATIONS,
+                     help="the budget over layers and KV heads: the same J everywhere (uniform), shrinking with depth "
+                          "(pyramid, PyramidKV) or shared across each layer's KV heads (adaptive, Ada-KV)")
+    run.add_argument("--pyramid-beta", type=float, default=20.0, metavar="BETA",
+                     help="pyramid: the last layer keeps (J - recent) / BETA scored entries, the first the rest of twice that mean")
     run.add_argument("--out", type=Path, help="save the trace as JSON")
 
     explain = sub.add_parser("explain", help="why a token was kept or evicted at a refresh of a saved trace")
@@ -121,13 +126,27 @@ def _summary(trace) -> str:
     lines = [
         f"policy {trace.config['policy']}  J={trace.config['cache_size']}  h={trace.config['chunk_size']}  "
         f"frozen={trace.config['frozen']}  recent={trace.config['recent']}"
-        + (f"  by {trace.config['granularity']} ({trace.config['pool']})" if trace.config.get("granularity", "token") != "token" else ""),
+        + (f"  by {trace.config['granularity']} ({trace.config['pool']})" if trace.config.get("granularity", "token") != "token" else "")
+        + _allocation_summary(trace.config),
         f"prompt {trace.prompt_length} tokens, generated {len(trace.tokens) - trace.prompt_length} ({trace.stop_reason})",
-        f"refreshes {len(trace.cycles)}, final cache {kept} entries, peak {trace.peak_cache_length}",
+        f"refreshes {len(trace.cycles)}, final cache {kept} entries, peak {trace.peak_cache_length} "
+        f"({trace.peak_cache_bytes / 2**20:.1f} MiB of K/V)",
         f"time: prefill {t['prefill_seconds']:.2f} s, decode {t['decode_seconds']:.2f} s, "
         f"refresh {t['refresh_seconds']:.2f} s, total {t['total_seconds']:.2f} s",
     ]
+    last = trace.cycles[-1] if trace.cycles else None
+    if last is not None and last.num_layers:
+        sizes = [len(last.kept_by(layer)) for layer in range(last.num_layers)]
+        lines.insert(3, f"per layer: {sizes[0]} entries in the first, {sizes[-1]} in the last (of {last.num_layers}); "
+                        f"the final cache counts what any layer holds")
     return "\n".join(lines)
+
+
+def _allocation_summary(config: dict) -> str:
+    allocation = config.get("allocation", "uniform")
+    if allocation == "uniform":
+        return ""
+    return f"  allocation {allocation}" + (f" (beta {config['pyramid_beta']:g})" if allocation == "pyramid" else "")
 
 
 def _cmd_policies() -> None:
@@ -155,6 +174,7 @@ def _cmd_run(args: argparse.Namespace) -> None:
         chunk_size=args.chunk_size, frozen=args.frozen, recent=args.recent, max_new_tokens=args.max_new_tokens,
         chat=not args.raw, seed=args.seed, do_sample=args.sample, temperature=args.temperature, top_p=args.top_p,
         record=args.record, granularity=args.granularity, pool=args.pool,
+        allocation=args.allocation, pyramid_beta=args.pyramid_beta,
     )
     lm = load_model(args.model, device=args.device, dtype=args.dtype)
     bar = _ProgressBar()

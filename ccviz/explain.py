@@ -236,6 +236,9 @@ def explain_without_replay(trace: Trace, refresh: int, position: int) -> Explana
 def replay_explanation(lm: LoadedModel, config: RunConfig, ids: Sequence[int], prompt_length: int, cycle, refresh: int,
                        position: int, text: str) -> Explanation:
     """Feed ``ids`` (prompt, then generated tokens one per pass, as the run did) until refresh ``refresh`` starts."""
+    if config.allocation != "uniform":
+        raise CcvizError(f"explain replays the one keep decision all layers share, and this run's allocation "
+                         f"{config.allocation!r} decides per layer: the retention figure's layer view shows what each layer kept")
     last = len(decoder_layers(lm.model)) - 1
 
     def inspect(session: CacheSession) -> None:

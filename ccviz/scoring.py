@@ -115,11 +115,15 @@ def _counter_causal_attention(
     rope: tuple[torch.Tensor, torch.Tensor] | None,
     min_gap: int | None,
     window: int = 0,
+    columns: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """One layer's attention block with fresh queries over cached K/V; ``min_gap=None``: nothing visible.
 
     Entry i sees entries j > i + min_gap (and, with a ``window``, j <= i + window). Every row reads the
     cache, not the other rows, so the last ``min_gap + 1`` entries, which see nothing, get a zero output.
+    ``columns``: the entry each key row is, when this layer holds only some of the n entries (a
+    per-layer allocation); the rule is the same over the entries it holds, and a row that sees none
+    of them gets a zero output.
     """
     attn = layer.self_attn
     n, dtype = x.shape[1], attn.o_proj.weight.dtype
@@ -128,12 +132,27 @@ def _counter_causal_attention(
     if shift is not None and shift < n:
         q = _fresh_queries(layer, x, rope)
         k, v = keys.float(), values.float()
-        if window and window < n - 1:  # a window reaching the last entry from entry 0 is no window
+        if columns is not None and columns.numel() < n:
+            seen = _subset(q[:, :, : n - shift], k, v, attn.scaling, shift, window, columns)
+        elif window and window < n - 1:  # a window reaching the last entry from entry 0 is no window
             seen = _banded(q, k, v, attn.scaling, shift, window)
         else:
             seen = _unbanded(q, k, v, attn.scaling, shift)
         out[:, : n - shift] = seen.transpose(1, 2).reshape(1, n - shift, -1).to(dtype)
     return attn.o_proj(out).float()
+
+
+def _subset(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, scale: float, shift: int, window: int,
+            columns: torch.Tensor) -> torch.Tensor:
+    """Rows i of ``q`` ``[1, heads, rows, d]`` over the keys of the entries ``columns`` ``[k]`` (K/V
+    ``[1, kv_heads, k, d]``), each seeing the entries j >= i + shift (and, with a ``window``, j <= i +
+    window) that the keys hold: an explicit ``[rows, k]`` mask, O(rows x k)."""
+    i = torch.arange(q.shape[-2], device=q.device)[:, None]
+    j = columns.to(q.device)[None]
+    visible = (j >= i + shift) & ((j <= i + window) if window else True)
+    seen = F.scaled_dot_product_attention(q, keys, values, attn_mask=visible[None, None], scale=scale,
+                                          enable_gqa=q.shape[1] != keys.shape[1])
+    return torch.where(visible.any(-1)[None, None, :, None], seen, 0.0)  # a row that sees nothing reads nothing
 
 
 def _mlp_block(layer: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
@@ -186,7 +205,8 @@ def _residual_stream(
     rope = model.model.rotary_emb(x, pos[None]) if min_gap is not None else None
     for index in range(first, until):
         layer = layers[index]
-        x = x + _counter_causal_attention(layer, x, *kv[index], rope, min_gap, window)
+        keys, values, *columns = kv[index]  # (K, V) or, for a layer holding only some entries, (K, V, columns)
+        x = x + _counter_causal_attention(layer, x, keys, values, rope, min_gap, window, *columns)
         if variant != "fast":  # the reference code's fast variant skips the last MLP
             x = _mlp_block(layer, x)
     return x
@@ -231,7 +251,9 @@ def surprise_from_cache(
     """Counter-causal surprise of every entry of a cache, float32 ``[n]``, higher = more surprising.
 
     ``kv[l] = (K_l, V_l)`` with shape ``[1, kv_heads, n, head_dim]`` (only the layers from the first
-    re-run one are read: the last under the fast variants, ``from_layer`` on under ``full``),
+    re-run one are read: the last under the fast variants, ``from_layer`` on under ``full``), or
+    ``(K_l, V_l, columns_l)`` for a layer that holds only the entries ``columns_l`` ``[k]`` (K/V ``[1,
+    kv_heads, k, head_dim]``: a per-layer allocation; every entry is still scored),
     ``tok``/``pos`` the entries' token ids and original positions (any increasing positions, e.g.
     after eviction), ``hidden`` the stored rows of the residual stream entering the first re-run
     layer (H^(L-1) for the fast variants, H^(from_layer) for ``full`` with ``from_layer > 0``).

@@ -3,6 +3,9 @@
 A trace is plain data (no tensors) so the app, the CLI and other tools can read it without the model.
 It is saved as strict JSON: infinite scores are written as the strings ``"inf"`` / ``"-inf"`` because
 JSON has no literal for them, and are turned back into floats on load.
+
+Schema version 2 added what a per-layer allocation keeps (``Cycle.layer_kept`` / ``head_kept``) and
+``Trace.peak_cache_bytes``; version-1 files load with those absent (every layer kept ``kept``).
 """
 
 from __future__ import annotations
@@ -13,12 +16,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .choices import PHASES, SOURCES, STATUSES, Phase, Source, Status
 from .envvars import env_int
 from .errors import CcvizError
 from .fields import is_number, is_whole
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 MAX_TRACE_MB_ENV = "CCVIZ_MAX_TRACE_MB"
 DEFAULT_MAX_TRACE_MB = 64  # larger files are refused before parsing: a trace of an 8k-token run is a few MB
 
@@ -44,6 +50,11 @@ class Cycle:
     ``kept`` lists every surviving timestep in position order, frozen entries included, so it is
     exactly the cache after the refresh; ``candidates`` excludes the frozen prefix. ``units`` (word
     or sentence granularity only): each candidate's unit number, 0, 1, ... in candidate order.
+
+    Under a per-layer allocation ``kept`` is what at least one layer holds, and ``layer_kept[l]`` says
+    which of it layer l holds: a bit per entry of ``kept`` in order, packed most significant bit first
+    into bytes, written in hex (:func:`pack_members`). ``head_kept[l][h]`` (allocation "adaptive"): the
+    same for KV head h of layer l. None: every layer and head holds all of ``kept``.
     """
 
     index: int
@@ -54,6 +65,41 @@ class Cycle:
     scores: dict[str, list[float]]
     seconds: float
     units: list[int] | None = None
+    layer_kept: list[str] | None = None
+    head_kept: list[list[str]] | None = None
+
+    @property
+    def num_layers(self) -> int | None:
+        """Layers recorded separately (None: one set for all)."""
+        return None if self.layer_kept is None else len(self.layer_kept)
+
+    @property
+    def num_heads(self) -> int | None:
+        """KV heads recorded separately per layer (None: each layer's heads share its set)."""
+        return None if self.head_kept is None else len(self.head_kept[0])
+
+    def kept_by(self, layer: int | None = None, head: int | None = None) -> list[int]:
+        """The timesteps layer ``layer`` (KV head ``head`` of it) holds after the refresh; None: ``kept``."""
+        if layer is None or self.layer_kept is None:
+            return self.kept
+        bits = self.layer_kept[layer] if head is None or self.head_kept is None else self.head_kept[layer][head]
+        return np.asarray(self.kept)[unpack_members(bits, len(self.kept))].tolist()
+
+    def layer_counts(self) -> list[int]:
+        """For each entry of ``kept``, how many layers hold it (all of them without per-layer sets)."""
+        if self.layer_kept is None:
+            return [1] * len(self.kept)
+        return np.stack([unpack_members(bits, len(self.kept)) for bits in self.layer_kept]).sum(axis=0).tolist()
+
+
+def pack_members(bits: Any) -> str:
+    """A bool sequence as hex: bit i of the packed bytes (most significant first) is ``bits[i]``."""
+    return np.packbits(np.asarray(bits, dtype=bool)).tobytes().hex()
+
+
+def unpack_members(text: str, n: int) -> np.ndarray:
+    """The inverse of :func:`pack_members` for ``n`` bits: bool ``[n]``."""
+    return np.unpackbits(np.frombuffer(bytes.fromhex(text), dtype=np.uint8))[:n].astype(bool)
 
 
 @dataclass
@@ -64,6 +110,7 @@ class Trace:
     output_text: str = ""
     timings: dict[str, float] = field(default_factory=dict)
     peak_cache_length: int = 0
+    peak_cache_bytes: int = 0  # K/V bytes at the fullest point (every layer's own length); 0 in version-1 files
     status: Status = "complete"
     stop_reason: str = ""
     error: str | None = None
@@ -126,8 +173,8 @@ class Trace:
             _expect(False, "it contains an unpaired UTF-16 surrogate escape (\\ud800-\\udfff)")
         version = data.get("schema_version")
         _expect(
-            version == SCHEMA_VERSION,
-            f"schema_version is {version!r}, this ccviz reads version {SCHEMA_VERSION}",
+            version in READABLE_VERSIONS,
+            f"schema_version is {version!r}, this ccviz reads versions {' and '.join(map(str, READABLE_VERSIONS))}",
         )
         for key in ("config", "tokens", "cycles", "output_text", "timings", "peak_cache_length", "status", "stop_reason"):
             _expect(key in data, f"missing field {key!r}")
@@ -142,6 +189,8 @@ class Trace:
             _expect(is_number(value) and math.isfinite(value), f"timings.{name} must be a finite number")
         _expect(isinstance(data["output_text"], str), "'output_text' must be a string")
         _expect(is_whole(data["peak_cache_length"]) and data["peak_cache_length"] >= 0, "'peak_cache_length' must be a non-negative integer")
+        peak_bytes = data.get("peak_cache_bytes", 0)
+        _expect(is_whole(peak_bytes) and peak_bytes >= 0, "'peak_cache_bytes' must be a non-negative integer")
         _expect(data["status"] in STATUSES, f"'status' must be one of {', '.join(STATUSES)}")
         _expect(isinstance(data["stop_reason"], str), "'stop_reason' must be a string")
         error = data.get("error")
@@ -153,6 +202,7 @@ class Trace:
             output_text=data["output_text"],
             timings={k: float(v) for k, v in timings.items()},
             peak_cache_length=data["peak_cache_length"],
+            peak_cache_bytes=peak_bytes,
             status=data["status"],
             stop_reason=data["stop_reason"],
             error=error,
@@ -234,7 +284,36 @@ def _cycle(i: int, raw: Any, n_tokens: int) -> Cycle:
         _expect(len(units) == len(candidates) and all(is_whole(u) for u in units)
                 and all(b - a in (0, 1) for a, b in zip([-1, *units], units)),
                 f"{where}.units must number the {len(candidates)} candidates' units 0, 1, ... in order")
+    layer_kept, head_kept = _members(raw, where, len(kept))
     return Cycle(
         index=raw["index"], step=raw["step"], phase=raw["phase"], candidates=candidates, kept=kept,
-        scores=scores, seconds=float(raw["seconds"]), units=units,
+        scores=scores, seconds=float(raw["seconds"]), units=units, layer_kept=layer_kept, head_kept=head_kept,
     )
+
+
+def _bits(value: Any, where: str, n: int) -> np.ndarray:
+    _expect(isinstance(value, str) and len(value) == 2 * (-(-n // 8)), f"{where} must be {-(-n // 8)} bytes in hex, a bit per kept entry")
+    try:
+        bits = np.unpackbits(np.frombuffer(bytes.fromhex(value), dtype=np.uint8))
+    except ValueError:
+        _expect(False, f"{where} must be hexadecimal")
+    _expect(not bits[n:].any(), f"{where} sets bits past the {n} kept entries")
+    return bits[:n].astype(bool)
+
+
+def _members(raw: dict, where: str, n: int) -> tuple[list[str] | None, list[list[str]] | None]:
+    """A cycle's per-layer (and per-head) sets: each a subset of ``kept``, together covering it."""
+    layer_kept, head_kept = raw.get("layer_kept"), raw.get("head_kept")
+    if layer_kept is None:
+        _expect(head_kept is None, f"{where}.head_kept needs layer_kept")
+        return None, None
+    layers = [_bits(bits, f"{where}.layer_kept[{l}]", n) for l, bits in enumerate(_list(layer_kept, f"{where}.layer_kept"))]
+    _expect(bool(layers) and np.stack(layers).any(axis=0).all(), f"{where}.layer_kept must cover every kept entry")
+    if head_kept is not None:
+        heads = _list(head_kept, f"{where}.head_kept")
+        _expect(len(heads) == len(layers), f"{where}.head_kept needs one list per layer")
+        for l, row in enumerate(heads):
+            sets = [_bits(bits, f"{where}.head_kept[{l}][{h}]", n) for h, bits in enumerate(_list(row, f"{where}.head_kept[{l}]"))]
+            _expect(bool(sets) and len(sets) == len(heads[0]), f"{where}.head_kept[{l}] needs one set per KV head")
+            _expect(np.array_equal(np.stack(sets).any(axis=0), layers[l]), f"{where}.head_kept[{l}] must cover exactly layer_kept[{l}]")
+    return layer_kept, head_kept

@@ -22,7 +22,7 @@ from ..choices import DEVICES, DTYPES
 from ..errors import CcvizError
 from ..fields import check_whole, parse_value
 
-TASKS = ("retention", "perplexity", "decode", "efficiency", "ablation")  # in the order ``all`` runs them
+TASKS = ("retention", "perplexity", "decode", "efficiency", "ablation", "allocation")  # in the order ``all`` runs them
 PROBES = ("overhead", "memory", "cost", "attention")  # engine probes: a text report each, never part of ``all``
 
 
@@ -38,7 +38,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                                 "here; its quick/ folder with --quick)")
     bench.add_argument("--policy", action="append", default=[], metavar="SPEC",
                        help="policy spec NAME[:KEY=VALUE,...], repeatable (default: every registered policy; "
-                            "for ablation, the 24-variant grid)")
+                            "for ablation, the 24-variant grid; for allocation, each policy under each allocation)")
     bench.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                        help="override a setting of the task (lists: comma-separated), e.g. cases=20 or budgets=0.1,0.5")
     bench.add_argument("--fresh", action="store_true", help="discard this task's earlier rows instead of resuming")
@@ -69,7 +69,7 @@ def _log(message: str) -> None:
 
 def main(args: argparse.Namespace) -> None:
     # Imported here: building the CLI parser must stay cheap for every other subcommand.
-    from . import ablation, attention, cost, decode, efficiency, memory, overhead, perplexity, retention
+    from . import ablation, allocation, attention, cost, decode, efficiency, memory, overhead, perplexity, retention
     from .results import results_dir
     from .specs import PolicySpec, parse_spec, registered_specs
 
@@ -77,7 +77,7 @@ def main(args: argparse.Namespace) -> None:
     if args.task == "report":
         _publish(out)
         return
-    if args.set and args.task in ("all", "ablation"):
+    if args.set and args.task in ("all", "ablation", "allocation"):
         raise CcvizError("--set works with one task (retention, perplexity, decode or efficiency) or one probe")
     if args.task in PROBES and (args.policy or args.fresh):
         raise CcvizError(f"--policy and --fresh are for the quality tasks; the {args.task} probe takes --set")
@@ -105,8 +105,8 @@ def main(args: argparse.Namespace) -> None:
     lm = load_model(**model_args)
     common = {"fresh": args.fresh, "log": _log}
     for task in tasks:
-        if task == "ablation":
-            ablation.run(lm, args.quick, out, specs=specs or None, **common)
+        if task in ("ablation", "allocation"):
+            {"ablation": ablation, "allocation": allocation}[task].run(lm, args.quick, out, specs=specs or None, **common)
         elif task == "efficiency":
             efficiency.run(lm, specs or efficiency.default_specs(), settings[task], out, model_args=model_args, **common)
         else:

@@ -20,6 +20,7 @@ from ..engine import CacheSession, RunConfig, prepare
 from ..fields import Validated, whole
 from ..models import LoadedModel
 from ..policies import Policy
+from ..trace import Trace
 from .results import ResultTable, write_summary
 from .specs import PolicySpec
 from .texts import prose_segments
@@ -28,14 +29,22 @@ COLUMNS = ["segment", "policy", "budget", "tokens", "nll_sum", "nll_mean", "seco
 KEY = ["segment", "policy", "budget"]
 
 
-def sequence_nll(lm: LoadedModel, text: str, *, policy: str | Policy, cache_size: int, chunk_size: int | None = None,
+def sequence_nll(lm: LoadedModel, text: str, **settings: Any) -> tuple[float, int]:
+    """Summed next-token NLL (nats) of ``text`` (raw, no chat template) under eviction, and the token
+    count; the keywords are :func:`measured_nll`'s."""
+    total, count, _ = measured_nll(lm, text, **settings)
+    return total, count
+
+
+def measured_nll(lm: LoadedModel, text: str, *, policy: str | Policy, cache_size: int, chunk_size: int | None = None,
                  frozen: int | str = "auto", policy_options: dict[str, Any] | None = None,
-                 **run_settings: Any) -> tuple[float, int]:
-    """Summed next-token NLL (nats) of ``text`` (raw, no chat template) under eviction, and the token count.
+                 **run_settings: Any) -> tuple[float, int, Trace]:
+    """Summed next-token NLL (nats) of ``text`` (raw, no chat template) under eviction, the token count,
+    and the run's trace (its refreshes, times and peak cache).
 
     ``frozen="auto"`` freezes nothing in raw text (only StreamingLLM keeps its 4 sinks); an int gives
     every policy that many never-evicted leading tokens. ``run_settings``: other RunConfig fields
-    (``recent``, ``granularity``, ``pool``)."""
+    (``recent``, ``granularity``, ``pool``, ``allocation``...)."""
     config = RunConfig.of(policy, cache_size=cache_size, chunk_size=chunk_size, frozen=frozen, chat=False,
                           max_new_tokens=1, policy_options=policy_options, **run_settings)
     instance = policy if isinstance(policy, Policy) else None  # a built policy is what runs
@@ -50,7 +59,7 @@ def sequence_nll(lm: LoadedModel, text: str, *, policy: str | Policy, cache_size
         logits = session.feed(chunk, all_logits=True)
         total += float(torch.nn.functional.cross_entropy(logits, targets, reduction="sum"))
         count += len(targets)
-    return total, count
+    return total, count, session.finish("complete")
 
 
 @dataclass(frozen=True)
@@ -66,9 +75,11 @@ class PerplexitySettings(Validated):
 
 
 def run(lm: LoadedModel, specs: list[PolicySpec], settings: PerplexitySettings, out: Path, *, name: str = "perplexity",
-        fresh: bool = False, log: Callable[[str], None] = print) -> pd.DataFrame:
-    """Measure every missing (segment, policy, budget) row; ``full`` runs once per segment."""
-    table = ResultTable(out, name, COLUMNS, KEY, {"model": lm.name, **asdict(settings)}, fresh=fresh)
+        fresh: bool = False, log: Callable[[str], None] = print, extra: Callable[[Trace], dict] | None = None,
+        extra_columns: tuple[str, ...] = ()) -> pd.DataFrame:
+    """Measure every missing (segment, policy, budget) row; ``full`` runs once per segment. ``extra``
+    adds the ``extra_columns`` to every row, from its run's trace."""
+    table = ResultTable(out, name, COLUMNS + list(extra_columns), KEY, {"model": lm.name, **asdict(settings)}, fresh=fresh)
     table.pin_policies([PolicySpec("full"), *specs])
     texts = prose_segments(lm.tokenizer, settings.tokens, settings.segments)
     cells = [(PolicySpec("full"), settings.tokens)] + [
@@ -79,12 +90,12 @@ def run(lm: LoadedModel, specs: list[PolicySpec], settings: PerplexitySettings, 
             if table.has(segment=segment, policy=spec.label, budget=budget):
                 continue
             started = time.perf_counter()
-            total, count = sequence_nll(lm, text, policy=spec.build(), cache_size=budget, frozen=settings.frozen,
-                                        **spec.run_settings(budget))
+            total, count, trace = measured_nll(lm, text, policy=spec.build(), cache_size=budget, frozen=settings.frozen,
+                                               **spec.run_settings(budget))
             table.add({
                 "segment": segment, "policy": spec.label, "budget": budget, "tokens": count, "nll_sum": round(total, 4), "nll_mean": round(total / count, 5),
                 "seconds": round(time.perf_counter() - started, 3),
-            })
+            } | ({} if extra is None else extra(trace)))
         log(f"{name}: segment {segment + 1}/{settings.segments} done")
     summary = summarise(table.frame())
     write_summary(out, name, summary)

@@ -19,6 +19,7 @@ import pandas as pd
 from ..engine import generate
 from ..fields import Validated, number, whole
 from ..models import LoadedModel
+from ..trace import Trace
 from .documents import Case, make_case
 from .metrics import answer_matches, cache_before, wilson_interval
 from .results import ResultTable, write_summary
@@ -61,9 +62,12 @@ def prepare(lm: LoadedModel, case: Case) -> Prepared:
     return Prepared(case, question - tokens.text_start, tokens.timesteps(*case.answer_span), question)
 
 
+Extra = Callable[[Trace, Prepared], dict]  # more columns of a row, from its run's trace
+
+
 def measure(lm: LoadedModel, prepared: Prepared, spec: PolicySpec, budget: float, answer: bool,
-            max_new_tokens: int) -> dict:
-    """Run one case under one policy and budget; return its result row."""
+            max_new_tokens: int, extra: Extra | None = None) -> dict:
+    """Run one case under one policy and budget; return its result row (with ``extra``'s columns)."""
     case = prepared.case
     cache_size = max(1, round(budget * prepared.doc_tokens))
     trace = generate(lm, case.prompt, policy=spec.build(), cache_size=cache_size,
@@ -79,13 +83,15 @@ def measure(lm: LoadedModel, prepared: Prepared, spec: PolicySpec, budget: float
         "answered": int(answer_matches(trace.output_text, case.answer)) if answer else "",
         "output": trace.output_text.strip() if answer else "",
         "seconds": round(trace.timings["total_seconds"], 3),
-    }
+    } | ({} if extra is None else extra(trace, prepared))
 
 
 def run(lm: LoadedModel, specs: list[PolicySpec], settings: RetentionSettings, out: Path, *, name: str = "retention",
-        fresh: bool = False, log: Callable[[str], None] = print) -> pd.DataFrame:
-    """Measure every missing row (case-major, so an interrupted run leaves every cell equally filled)."""
-    table = ResultTable(out, name, COLUMNS, KEY, {"model": lm.name, **asdict(settings)}, fresh=fresh)
+        fresh: bool = False, log: Callable[[str], None] = print, extra: Extra | None = None,
+        extra_columns: tuple[str, ...] = ()) -> pd.DataFrame:
+    """Measure every missing row (case-major, so an interrupted run leaves every cell equally filled);
+    ``extra`` adds the ``extra_columns`` to every row."""
+    table = ResultTable(out, name, COLUMNS + list(extra_columns), KEY, {"model": lm.name, **asdict(settings)}, fresh=fresh)
     table.pin_policies([PolicySpec("full"), *specs])
     cells = [(PolicySpec("full"), FULL_BUDGET)] + [(s, b) for s in specs if s.name != "full" for b in settings.budgets]
     for index in range(settings.cases):
@@ -94,7 +100,7 @@ def run(lm: LoadedModel, specs: list[PolicySpec], settings: RetentionSettings, o
             continue
         prepared = prepare(lm, make_case(index, words=settings.words, seed=settings.seed))
         for spec, budget in todo:
-            row = measure(lm, prepared, spec, budget, index < settings.accuracy_cases, settings.max_new_tokens)
+            row = measure(lm, prepared, spec, budget, index < settings.accuracy_cases, settings.max_new_tokens, extra)
             table.add(row)
         log(f"{name}: case {index + 1}/{settings.cases} done")
     summary = summarise(table.frame())

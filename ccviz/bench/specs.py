@@ -4,7 +4,8 @@ Benchmarks take policies as specs so that any policy in the registry, with any o
 measured without code changes; the spec's label is the key of its rows in the result files.
 
 Besides the policy's own options a spec may set the engine's unit of decision, for any policy
-(``tova:granularity=word,pool=mean``), and ``recent_share``: the recent window as a share of each
+(``tova:granularity=word,pool=mean``), the budget's allocation over layers and heads
+(``snapkv:allocation=pyramid,pyramid_beta=5``), and ``recent_share``: the recent window as a share of each
 run's J (``recent_share=0.25`` is recent = J/4 at every budget).
 """
 
@@ -13,14 +14,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..allocation import check_allocation
 from ..engine import RunConfig
 from ..errors import CcvizError
 from ..fields import Rule, parse_value, rule_of
 from ..policies import POLICIES, Policy, make_policy
 
-ENGINE_KEYS = ("granularity", "pool", "recent_share")  # spec keys that are run settings, not policy options
+ENGINE_KEYS = ("granularity", "pool", "recent_share", "allocation", "pyramid_beta")  # spec keys that are run settings, not policy options
 _ENGINE_RULES = {"granularity": rule_of(RunConfig, "granularity"), "pool": rule_of(RunConfig, "pool"),
-                 "recent_share": Rule("recent_share", "number", 0, 1)}
+                 "recent_share": Rule("recent_share", "number", 0, 1), "allocation": rule_of(RunConfig, "allocation"),
+                 "pyramid_beta": rule_of(RunConfig, "pyramid_beta")}
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -80,9 +83,10 @@ def parse_spec(text: str) -> PolicySpec:
             raise CcvizError(f"policy spec {text!r}: options are written key=value, got {pair!r}")
         options.append((key.strip(), parse_value(raw.strip())))
     spec = PolicySpec(name, tuple(options))
-    spec.build()  # unknown names and bad options fail here, with the registry's one-line message
+    policy = spec.build()  # unknown names and bad options fail here, with the registry's one-line message
     for key, value in spec.engine.items():
         _ENGINE_RULES[key].check(value)
+    check_allocation(spec.engine.get("allocation", "uniform"), policy)
     return spec
 
 

@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..choices import GRANULARITIES, POOLS, RECORDS, Granularity, Pool, Record
+from ..choices import ALLOCATIONS, GRANULARITIES, POOLS, RECORDS, Allocation, Granularity, Pool, Record
+from ..allocation import check_allocation
 from ..errors import CcvizError
 from ..fields import check_fields, choice, flag, number, whole
 from ..policies import Policy, make_policy
@@ -28,7 +29,8 @@ Options = tuple[tuple[str, Any], ...]
 @dataclass(frozen=True)
 class RunConfig:
     """One run: the policy and its options, the budget (J, h, frozen, recent), the unit of the keep
-    decision (``granularity``, ``pool``: :mod:`ccviz.units`) and decoding.
+    decision (``granularity``, ``pool``: :mod:`ccviz.units`), how the budget is split over layers and
+    KV heads (``allocation``, ``pyramid_beta``: :mod:`ccviz.allocation`) and decoding.
 
     ``chunk_size=None`` means h = J/4 (the paper's), ``frozen="auto"`` the chat template up to the
     user-turn header (0 in raw text), ``recent=None`` and ``granularity=None`` the policy's own defaults, ``prefill_step=None``
@@ -53,6 +55,8 @@ class RunConfig:
     record: Record = choice("record", RECORDS, default="policy")
     granularity: Granularity | None = choice("granularity", GRANULARITIES, default=None, optional=True)  # the unit kept whole; None: the policy's
     pool: Pool = choice("pool", POOLS, default="max")  # a unit's score from its tokens' (word and sentence units)
+    allocation: Allocation = choice("allocation", ALLOCATIONS, default="uniform")  # the budget over layers and heads (ccviz.allocation)
+    pyramid_beta: float = number("pyramid beta", 1, default=20.0)  # pyramid: the last layer keeps (J - R) / beta scored entries
 
     def __post_init__(self) -> None:
         if not isinstance(self.policy, str):
@@ -67,7 +71,7 @@ class RunConfig:
             raise CcvizError(f"temperature must be above 0 when sampling, got {self.temperature}")
         if self.do_sample and not 0 < self.top_p <= 1:
             raise CcvizError(f"top-p must be in (0, 1], got {self.top_p}")
-        self.build_policy()  # an unknown name or a bad option fails now, with the registry's message
+        check_allocation(self.allocation, self.build_policy())  # an unknown name or a bad option fails now, with the registry's message
 
     @classmethod
     def of(cls, policy: str | Policy, **settings: Any) -> "RunConfig":
@@ -104,9 +108,12 @@ class RunConfig:
             raise CcvizError(f"frozen ({frozen}) is larger than the prompt ({prompt_tokens} tokens)")
         sinks = policy.sinks if prompt_tokens is None else min(policy.sinks, prompt_tokens)
         recent = policy.default_recent(self.cache_size) if self.recent is None else self.recent
+        granularity = self.granularity or policy.default_granularity
+        if self.allocation != "uniform" and granularity != "token":
+            raise CcvizError(f"allocation {self.allocation!r} keeps single tokens per layer: use granularity 'token', or allocation 'uniform' for {granularity} units")
         return self.replace(
             policy_options=policy.options(), chunk_size=h, frozen=max(frozen, sinks), recent=recent,
-            granularity=self.granularity or policy.default_granularity,
+            granularity=granularity,
             prefill_step=h if self.prefill_step is None else self.prefill_step,
         )
 

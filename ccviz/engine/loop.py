@@ -133,6 +133,8 @@ def generate(
     record: str = "policy",
     granularity: str | None = None,
     pool: str = "max",
+    allocation: str = "uniform",
+    pyramid_beta: float = 20.0,
     progress: ProgressCallback | None = None,
     should_stop: StopCheck | None = None,
     on_refresh: RefreshCallback | None = None,
@@ -148,7 +150,9 @@ def generate(
     companion signals (attention_last, attention_chunk, surprise) at every refresh, next to the
     policy's own; they never change what is kept. ``granularity`` ("token", "word" or "sentence"; default:
     the policy's) is the unit a refresh keeps or evicts whole, scored by the ``pool`` ("max" or "mean") of its tokens'
-    scores (:mod:`ccviz.units`). ``should_stop`` is polled between forward passes;
+    scores (:mod:`ccviz.units`). ``allocation`` ("uniform", "pyramid" or "adaptive") splits the budget
+    over layers and KV heads (:mod:`ccviz.allocation`; ``pyramid_beta``: the last layer keeps (J - R) /
+    beta scored entries). ``should_stop`` is polled between forward passes;
     a stopped run returns its partial trace with status "cancelled". ``on_refresh`` streams each
     refresh as it happens (see :data:`RefreshCallback`).
     """
@@ -156,6 +160,7 @@ def generate(
         policy, cache_size=cache_size, chunk_size=chunk_size, frozen=frozen, recent=recent, max_new_tokens=max_new_tokens,
         chat=chat, seed=seed, do_sample=do_sample, temperature=temperature, top_p=top_p, policy_options=policy_options,
         prefill_step=prefill_step, stop_at_eos=stop_at_eos, record=record, granularity=granularity, pool=pool,
+        allocation=allocation, pyramid_beta=pyramid_beta,
     )
     instance = policy if isinstance(policy, Policy) else None
     return run_generation(lm, prompt, config, progress=progress, should_stop=should_stop, on_refresh=on_refresh, policy=instance)

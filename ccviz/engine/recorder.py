@@ -13,7 +13,8 @@ from typing import Any, Sequence
 
 from ..version import __version__
 from ..choices import Phase
-from ..trace import Cycle, TokenRecord, Trace
+from ..cache import LayerMembership
+from ..trace import Cycle, TokenRecord, Trace, pack_members
 
 TIMINGS = ("prefill_seconds", "decode_seconds", "refresh_seconds")
 
@@ -30,25 +31,32 @@ class TraceRecorder:
         self.prompt_tokens = 0  # tokens fed in the prefill phase come first; every later token is generated
         self.timings = dict.fromkeys(TIMINGS, 0.0)
 
-    def fed(self, ids: Sequence[int], phase: Phase, cache_length: int) -> None:
-        """Tokens the model has just processed (their K/V are in the cache)."""
+    def fed(self, ids: Sequence[int], phase: Phase, cache_length: int, cache_bytes: int = 0) -> None:
+        """Tokens the model has just processed (their K/V are in the cache, which now holds ``cache_bytes``)."""
         if phase == "prefill":  # CacheSession.feed refuses prefill after decode before any model work
             self.prompt_tokens += len(ids)
         self.ids.extend(ids)
         self.trace.peak_cache_length = max(self.trace.peak_cache_length, cache_length)
+        self.trace.peak_cache_bytes = max(self.trace.peak_cache_bytes, cache_bytes)
 
     def timed(self, phase: Phase, seconds: float) -> None:
         """Time spent in one forward pass (and its policies' observation) of ``phase``."""
         self.timings[f"{phase}_seconds"] += seconds
 
     def refreshed(self, phase: Phase, candidates: list[int], kept: list[int], scores: dict[str, list[float]], seconds: float,
-                  units: list[int] | None = None) -> Trace:
+                  units: list[int] | None = None, layers: LayerMembership | None = None) -> Trace:
         """Record a refresh at the current step; return the live trace (loadable: its tokens cover every step).
-        ``units``: the candidates' unit numbers under word or sentence granularity."""
+        ``units``: the candidates' unit numbers under word or sentence granularity; ``layers``: what each
+        layer (and KV head) holds of ``kept``, under a per-layer allocation."""
         self.timings["refresh_seconds"] += seconds
+        layer_kept = head_kept = None
+        if layers is not None:
+            layer_kept = [pack_members(row) for row in layers.held(len(kept)).numpy()]
+            if layers.heads is not None:
+                head_kept = [[pack_members(row) for row in heads] for heads in layers.visible(len(kept)).numpy()]
         self.trace.cycles.append(Cycle(
             index=len(self.trace.cycles), step=len(self.ids), phase=phase, candidates=candidates, kept=kept,
-            scores=scores, seconds=seconds, units=units,
+            scores=scores, seconds=seconds, units=units, layer_kept=layer_kept, head_kept=head_kept,
         ))
         return self.snapshot()
 

@@ -2,7 +2,9 @@
 
 Feed it token ids and it returns their logits; after every h processed tokens it refreshes the
 cache: the frozen prefix plus the J best-scored candidates survive (the last ``recent`` always among
-them), one decision for all layers and heads (docs/method.md#the-refresh). Positions are the
+them), one decision for all layers and heads (docs/method.md#the-refresh), or under a per-layer
+``allocation`` one per layer (and KV head), each layer's K/V then holding only its own entries
+(:mod:`ccviz.allocation`). Positions are the
 original absolute positions, passed explicitly forever, so evicting entries never renumbers
 anything. :func:`ccviz.generate` is a loop over a session; teacher-forced perplexity, the efficiency
 measures and the benchmark probes drive one directly.
@@ -15,7 +17,8 @@ from typing import Callable, Iterable, Sequence
 
 import torch
 
-from ..cache import CacheState
+from ..allocation import adaptive_keep, pyramid_budgets, pyramid_keep
+from ..cache import CacheState, LayerMembership
 from ..capture import CAPTURE_KWARG, Capture, captures_attention, decoder_layers, install_hooks
 from ..choices import PHASES, Phase
 from ..errors import CcvizError
@@ -55,6 +58,17 @@ class CacheSession:
         from transformers import DynamicCache
 
         self.cache = CacheState(kv=DynamicCache(), frozen=self.config.frozen)
+        model_config = lm.model.config
+        self.query_heads = int(model_config.num_attention_heads)
+        kv_heads = int(getattr(model_config, "num_key_value_heads", None) or self.query_heads)
+        num_layers = len(decoder_layers(lm.model))
+        allocation = self.config.allocation
+        if allocation != "uniform":
+            self.cache.layers = LayerMembership.empty(num_layers, kv_heads if allocation == "adaptive" else None)
+        # Per-layer scores from each layer's (and KV head's) own attention, for the policies that have them.
+        self.per_head = allocation != "uniform" and self.policy.head_scores
+        self.budgets = (pyramid_budgets(self.config.cache_size, self.config.recent, num_layers, self.config.pyramid_beta)
+                        if allocation == "pyramid" else None)
         self.processed = 0  # tokens fed so far = the position of the next one
         self.vocab_size = int(lm.model.get_input_embeddings().num_embeddings)
         self.phase: Phase = "prefill"
@@ -63,7 +77,6 @@ class CacheSession:
         scorers = companions(self.policy, self.config.chunk_size) if self.config.record == "all" else []
         self.companions: list[Policy] = scorers
         self.observers = [self.policy, *scorers]
-        num_layers = len(decoder_layers(lm.model))
         self.residual_layers = sorted({layer for p in self.observers for layer in p.residual_layers(num_layers)} | set(residual_layers))
         self.attention_needs = [p.attention for p in self.observers if p.attention is not None]
         install_hooks(lm.model)
@@ -123,7 +136,12 @@ class CacheSession:
         model = self.lm.model
         started = time.perf_counter()
         pos = torch.arange(self.processed, self.processed + len(ids), dtype=torch.long)
-        capture = Capture.for_needs(model, self.attention_needs, self.residual_layers)
+        layers, entries = self.cache.layers, len(self.cache)
+        layout = {} if layers is None else {
+            "masks": layers.masks(len(ids), self.query_heads, self.lm.device),
+            "columns": layers.columns(entries, len(ids)), "entries": entries + len(ids),
+        }
+        capture = Capture.for_needs(model, self.attention_needs, self.residual_layers, per_head=self.per_head, **layout)
         out = model(
             input_ids=tok[None].to(self.lm.device),
             position_ids=pos[None].to(self.lm.device),
@@ -134,7 +152,7 @@ class CacheSession:
         )
         self.cache.append(tok, pos, capture.residuals)
         self.processed += len(ids)
-        self.recorder.fed(ids, self.phase, len(self.cache))  # before observing: a failing policy still leaves them recorded
+        self.recorder.fed(ids, self.phase, len(self.cache), self.cache.kv_bytes())  # before observing: a failing policy still leaves them recorded
         try:
             for observer in self.observers:
                 observer.observe(model, self.cache, capture)
@@ -144,11 +162,20 @@ class CacheSession:
 
     def _score(self, scorer: Policy, candidates: torch.Tensor) -> torch.Tensor:
         score = scorer.score_candidates(self.lm.model, self.cache).to(torch.float32).cpu()
-        if score.shape != candidates.shape:
+        per_channel = self.per_head and scorer.head_scores and score.dim() == 3 and score.shape[0] == candidates.numel()
+        if score.shape != candidates.shape and not per_channel:
             raise RuntimeError(f"policy {scorer.name!r} returned {tuple(score.shape)} scores for {candidates.numel()} candidates")
         if torch.isnan(score).any():
             raise RuntimeError(f"policy {scorer.name!r} returned NaN scores")
         return score
+
+    def per_candidate(self, score: torch.Tensor) -> torch.Tensor:
+        """A per-layer, per-head score ``[candidates, layers, kv_heads]`` as the trace records it: each
+        candidate's mean over the layers and heads that hold it (a per-token score as it is)."""
+        if score.dim() == 1:
+            return score
+        seen = self.cache.layers.visible(len(self.cache))[:, :, self.cache.frozen :].permute(2, 0, 1).to(score.dtype)
+        return (score * seen).sum(dim=(1, 2)) / seen.sum(dim=(1, 2)).clamp(min=1)
 
     def units(self) -> torch.Tensor | None:
         """The unit number of every candidate (long ``[candidates]``), or None at token granularity."""
@@ -179,24 +206,45 @@ class CacheSession:
         cache, policy, config = self.cache, self.policy, self.config
         candidates = cache.pos[cache.frozen :]
         # Companion signals see the same candidates; they are not timed as part of the policy's refresh.
-        recorded = {scorer.signal: self._score(scorer, candidates).tolist() for scorer in self.companions}
+        recorded = {scorer.signal: self.per_candidate(self._score(scorer, candidates)).tolist() for scorer in self.companions}
         started = time.perf_counter()
         scores: dict[str, list[float]] = {}
         units = None
         if policy.evicts:
             score = self._score(policy, candidates)
-            scores[policy.signal] = score.tolist()
+            scores[policy.signal] = self.per_candidate(score).tolist()
             units = self.units()
             if units is not None:  # what ranked each candidate: its unit's pooled score
                 scores[f"{policy.signal}:{config.granularity}"] = pool_scores(score, units, config.pool)[units].tolist()
-            if candidates.numel() > config.cache_size:
+            if cache.layers is not None:
+                self._keep_per_layer(score)
+            elif candidates.numel() > config.cache_size:
                 survivors = self.survivors(score, units=units)
                 cache.keep(torch.cat([torch.arange(cache.frozen), cache.frozen + survivors]))
         seconds = time.perf_counter() - started
         trace = self.recorder.refreshed(self.phase, candidates.tolist(), cache.pos.tolist(), {**scores, **recorded}, seconds,
-                                        None if units is None else units.tolist())
+                                        None if units is None else units.tolist(), cache.layers)
         if self.on_refresh is not None:
             self.on_refresh(trace)
+
+    def _keep_per_layer(self, score: torch.Tensor) -> None:
+        """Each layer keeps its own entries (and each KV head its own under ``adaptive``): the frozen prefix
+        and what :mod:`ccviz.allocation` chooses among the candidates it holds; one gather per layer."""
+        cache, config = self.cache, self.config
+        frozen, entries = torch.arange(cache.frozen), len(cache)
+        if config.allocation == "pyramid":
+            held = cache.layers.held(entries)[:, cache.frozen :]
+            kept = pyramid_keep(score, held, self.budgets, config.recent)
+            if sum(k.numel() for k in kept) < int(held.sum()):
+                cache.keep_per_layer([torch.cat([frozen, cache.frozen + k]) for k in kept])
+            return
+        visible = cache.layers.visible(entries)[:, :, cache.frozen :]
+        pairs = adaptive_keep(score, visible, config.cache_size, config.recent)
+        if sum(int(p.sum()) for p in pairs) == int(visible.sum()):
+            return
+        rows = [pair.any(dim=0).nonzero()[:, 0] for pair in pairs]
+        heads = [torch.cat([pair.new_ones(pair.shape[0], cache.frozen), pair[:, r]], dim=1) for pair, r in zip(pairs, rows)]
+        cache.keep_per_layer([torch.cat([frozen, cache.frozen + r]) for r in rows], heads)
 
     def finish(self, stop_reason: str, *, pending: Sequence[int] = (), error: str | None = None) -> Trace:
         """The final trace; ``pending`` are generated tokens never fed (a run's last pick)."""

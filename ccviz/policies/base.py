@@ -37,6 +37,9 @@ class Policy(Validated):
     attention: ClassVar[AttentionNeed | None] = None  # real attention weights read in :meth:`observe`
     default_granularity: ClassVar[Granularity] = "token"  # the unit kept whole when the run does not say (ccviz.units)
     counter_causal: ClassVar[bool] = False  # scores by counter-causal surprise (score, min_gap, window, stream_inputs: ccviz.explain reads them)
+    # Under a per-layer allocation, scores each layer's and KV head's entries by that head's own attention:
+    # score_candidates then returns [candidates, layers, kv_heads] (ccviz.allocation); allocation "adaptive" needs it.
+    head_scores: ClassVar[bool] = False
 
     def default_recent(self, cache_size: int) -> int:
         """Trailing entries always kept when the user does not say (0 for most policies)."""
@@ -56,7 +59,8 @@ class Policy(Validated):
         """
 
     def score_candidates(self, model: torch.nn.Module, state: CacheState) -> torch.Tensor:
-        """Return one float32 score per candidate (cache entries after the frozen prefix)."""
+        """Return one float32 score per candidate (cache entries after the frozen prefix): ``[candidates]``,
+        or ``[candidates, layers, kv_heads]`` from a ``head_scores`` policy whose captures are ``per_head``."""
         raise NotImplementedError
 
     def options(self) -> dict[str, Any]:

@@ -79,11 +79,14 @@ class _CounterCausalBase(Policy):
         """``(kv, tok, pos, hidden)`` of the candidates, as :func:`ccviz.scoring.surprise_from_cache` takes them.
 
         Frozen entries precede every candidate, so no candidate could see them: the tail only. Only
-        the layers the stream re-runs are read (and sliced); the others are None.
+        the layers the stream re-runs are read (and sliced); the others are None. A layer holding only
+        some entries (a per-layer allocation) brings the candidates its rows are, as a third element.
         """
         f, layers = state.frozen, state.kv.layers
         first = first_layer(model, self.variant, self.from_layer)
         kv = [None] * first + [(layer.keys[:, :, f:], layer.values[:, :, f:]) for layer in layers[first:]]
+        if state.layers is not None:  # every layer holds the frozen prefix: its first f rows
+            kv[first:] = [(*pair, rows[f:] - f) for pair, rows in zip(kv[first:], state.layers.rows[first:])]
         device = kv[-1][0].device
         hidden = state.residuals[first][f:] if first else None
         return kv, state.tok[f:].to(device), state.pos[f:].to(device), hidden

@@ -17,6 +17,8 @@ class SnapKV(Policy):
     The attention rows of the newest queries are kept per entry (a [cache, window] table in
     ``state.extras``, gathered at every refresh), summed over the window, averaged over heads, then
     1-D average-pooled over neighbouring entries (``kernel``, zero padding counted, as in SnapKV).
+    Under a per-layer allocation every layer and KV head keeps its own table (``[entries, layers,
+    kv_heads, window]``); an entry a layer no longer holds counts as zero attention in its neighbours' pool.
     """
 
     name = "snapkv"
@@ -26,13 +28,16 @@ class SnapKV(Policy):
 
     window: int = whole("window", 1, default=32)
     kernel: int = whole("kernel", 1, default=5, odd=True)
+    head_scores = True
 
     def observe(self, model: torch.nn.Module, state: CacheState, capture: Capture) -> None:
-        rows = capture.weights(model, self.attention)[-self.window :]  # [k, n], newest queries last
-        table = grown(state, self.signal, rows, self.window)
-        state.extras[self.signal] = torch.cat([table[:, rows.shape[0] :], rows.T], dim=1)
+        weights = capture.stacked(model, self.attention) if capture.per_head else capture.weights(model, self.attention)
+        rows = weights[..., -self.window :, :]  # [(layers, kv_heads,) k, n], newest queries last
+        table = grown(state, self.signal, rows, *rows.shape[:-2], self.window)
+        state.extras[self.signal] = torch.cat([table[..., rows.shape[-2] :], rows.movedim(-1, 0)], dim=-1)
 
     def score_candidates(self, model: torch.nn.Module, state: CacheState) -> torch.Tensor:
-        received = state.extras[self.signal].sum(dim=1)
-        pooled = F.avg_pool1d(received[None, None], self.kernel, stride=1, padding=self.kernel // 2)[0, 0]
-        return pooled[state.frozen :]
+        received = state.extras[self.signal].sum(dim=-1)  # [n] or [n, layers, kv_heads]
+        channels = received.reshape(received.shape[0], -1).T[:, None]  # [channels, 1, n]
+        pooled = F.avg_pool1d(channels, self.kernel, stride=1, padding=self.kernel // 2)[:, 0]
+        return pooled.T.reshape(received.shape)[state.frozen :]

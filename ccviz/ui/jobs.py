@@ -58,6 +58,8 @@ class RunTask:
         label = f"{self.config.policy} ({opts})" if opts else self.config.policy
         if self.config.granularity is not None:  # set by the user (None: the policy's own unit)
             label += f" by {self.config.granularity} ({self.config.pool})"
+        if self.config.allocation != "uniform":
+            label += f", {self.config.allocation}"
         return label
 
     def check(self, lm: LoadedModel, limit: int) -> int:
