@@ -1,9 +1,9 @@
-"""Compare: two to four policies on the same input, on one colour scale."""
+"""Compare: two to four policies (or one policy under two allocations) on the same input, on one colour scale."""
 
 import streamlit as st
 
 from ccviz import POLICIES, RunConfig
-from ccviz.ui.inputs import budget_input, decoding_input, document_input, policy_input, unit_input
+from ccviz.ui.inputs import allocation_input, budget_input, decoding_input, document_input, policy_input, unit_input
 from ccviz.ui.jobs import RunTask
 from ccviz.ui.links import linked
 from ccviz.ui.state import run_controls
@@ -23,7 +23,8 @@ with st.sidebar:
     for i in range(count):
         with st.expander(f"Run {LETTERS[i]}", expanded=i < 2):
             policy, options = policy_input(f"cmp.p{i}", default=defaults[i % len(defaults)], label=f"Policy {LETTERS[i]}")
-            runs.append((policy, options, unit_input(f"cmp.p{i}", policy)))
+            units = unit_input(f"cmp.p{i}", policy)
+            runs.append((policy, options, units | allocation_input(f"cmp.p{i}", policy, units["granularity"])))
     st.header("Budget (shared)")
     budget = budget_input("cmp")
     st.header("Decoding (shared)")

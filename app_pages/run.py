@@ -4,7 +4,7 @@ import streamlit as st
 
 from ccviz import RunConfig
 from ccviz.ui.explain import explain_section
-from ccviz.ui.inputs import budget_input, decoding_input, document_input, policy_input, unit_input
+from ccviz.ui.inputs import allocation_input, budget_input, decoding_input, document_input, policy_input, unit_input
 from ccviz.ui.jobs import RunTask
 from ccviz.ui.links import as_bool, linked
 from ccviz.ui.state import run_controls
@@ -21,6 +21,7 @@ with st.sidebar:
     st.header("Policy")
     policy, options = policy_input("run.policy", default="counter_causal_fast")
     units = unit_input("run", policy)
+    units |= allocation_input("run", policy, units["granularity"])
     st.header("Budget")
     budget = budget_input("run")
     st.header("Decoding")

@@ -171,6 +171,32 @@ def test_run_page_keeps_whole_words_when_asked(app):
     assert "attention_last:word" in app.selectbox(key="run.signal").options  # the pooled score that ranked them
 
 
+def test_run_page_runs_a_pyramid_and_shows_each_layers_cache(app):
+    """The allocation widget reaches the engine; a per-layer run gets a layer selector and a layer-count view."""
+    configure_run(app, "tova", 4)
+    app.button_group(key="run.allocation").set_value("pyramid").run()
+    app.number_input(key="run.beta").set_value(4.0)
+    settle(app.button(key="btn.run").click().run())
+    assert not app.exception and not app.error
+    done = app.session_state["done.run"]
+    trace = done.results[0]
+    assert (trace.config["allocation"], trace.config["pyramid_beta"]) == ("pyramid", 4.0) and trace.cycles[-1].num_layers == 2
+    assert done.tasks[0].label == "tova, pyramid"
+    first, last = (len(trace.cycles[-1].kept_by(layer)) for layer in (0, 1))
+    assert first > last
+    assert all(b.key != "btn.run.explain" for b in app.button) and any("decides per layer" in i.value for i in app.info)
+    app.select_slider(key="run.layer").set_value(1).run()
+    spec = json.loads(charts(app)[0].proto.spec)
+    assert "layer 1" in spec["layout"]["title"]["text"] and spec["data"][0]["z"]["shape"].endswith(f"{max(len(c.kept_by(1)) for c in trace.cycles)}")
+    app.radio(key="run.colour").set_value("layers holding it").run()
+    assert json.loads(charts(app)[0].proto.spec)["layout"]["coloraxis"]["colorbar"]["title"]["text"] == "layers holding it"
+    app.selectbox(key="run.policy").set_value("counter_causal_fast").run()
+    app.button_group(key="run.allocation").set_value("adaptive").run()
+    assert "needs per-head scores" in app.error[0].value  # said at once, before any run
+    app.button(key="btn.run").click().run()
+    assert not app.exception and any("needs per-head scores" in e.value for e in app.error)
+
+
 @pytest.mark.parametrize(
     "prepare, message",
     [
@@ -248,6 +274,16 @@ def test_compare_page_runs_policies_side_by_side(app):
     settle(app.button(key="btn.compare").click().run())
     assert not app.exception and not app.error
     assert list(app.dataframe[0].value["run"]) == ["A · counter_causal_fast", "B · counter_causal_fast by sentence (max)"]
+    # one policy under uniform and pyramid allocation, side by side, one layer at a time
+    app.button_group(key="cmp.p1.granularity").set_value("default").run()
+    app.button_group(key="cmp.p1.allocation").set_value("pyramid").run()
+    settle(app.button(key="btn.compare").click().run())
+    assert not app.exception and not app.error
+    assert list(app.dataframe[0].value["run"]) == ["A · counter_causal_fast", "B · counter_causal_fast, pyramid"]
+    app.select_slider(key="compare.layer").set_value(1).run()
+    side_by_side = json.loads(charts(app)[0].proto.spec)
+    widths = [int(d["z"]["shape"].split(",")[1]) for d in side_by_side["data"]]
+    assert widths[1] < widths[0]  # the pyramid's last layer holds fewer entries than the uniform cache
 
 
 def test_compare_page_reports_bad_input(app):

@@ -27,6 +27,7 @@ from test_trace_hostile import traces
 from ccviz import POLICIES, CcvizError, RunConfig, Trace, generate, run_generation
 from ccviz.figures import (
     COLOURINGS,
+    per_layer,
     comparison_heatmaps,
     cycle_context_html,
     highlight_html,
@@ -121,7 +122,7 @@ def _edit(trace: Trace, change) -> bytes:
 
 BAD_TRACES = {
     "truncated.json": (lambda t: t.to_json().encode()[:-40], "invalid JSON"),
-    "schema.json": (lambda t: _edit(t, lambda d: d.update(schema_version=2)), "schema_version is 2"),
+    "schema.json": (lambda t: _edit(t, lambda d: d.update(schema_version=3)), "schema_version is 3, this ccviz reads versions 1 and 2"),
     "types.json": (lambda t: _edit(t, lambda d: d["tokens"][0].update(t="zero")), "tokens"),
     "length.json": (lambda t: _edit(t, lambda d: d["cycles"][-1]["scores"]["surprise"].pop()), "cycles"),
     "nan.json": (lambda t: t.to_json().replace('"seconds":', '"seconds":NaN,"x":', 1).encode(), "invalid JSON"),
@@ -161,7 +162,7 @@ def _every_view(trace: Trace) -> list[str]:
     out: list[str] = []
     recorded = signals(trace)
     if trace.cycles:
-        for colour in COLOURINGS:
+        for colour in COLOURINGS if per_layer(trace)[0] is not None else [c for c in COLOURINGS if c != "layers"]:
             for signal in recorded if colour == "score" else [None]:
                 out.append(_plotly_text(retention_heatmap(trace, colour, signal)))
         out.append(_plotly_text(comparison_heatmaps([trace, trace], ["<b>a</b>", "b\x1b"])))

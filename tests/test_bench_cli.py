@@ -19,12 +19,19 @@ def _every_task_wrote_loadable_results(result: subprocess.CompletedProcess, fold
     for name in ("retention", "perplexity", "decode", "efficiency_refresh", "efficiency_e2e"):
         assert set(results[name]["policy"]) >= set(evicting), name
         assert results["meta"][name]["commit"] and results["meta"][name]["machine"], name
-    for name in ("retention", "perplexity", "decode", "efficiency", "ablation_retention", "ablation_perplexity"):
+    for name in ("retention", "perplexity", "decode", "efficiency", "ablation_retention", "ablation_perplexity",
+                 "allocation_retention", "allocation_perplexity"):
         assert not results[f"{name}_summary"].empty, name
+    allocated = results["allocation_retention"]
+    assert set(allocated.policy) == {"full", "snapkv", "snapkv:allocation=pyramid", "snapkv:allocation=adaptive"}
+    assert allocated.layer_share.between(0, 1).all() and (allocated.peak_cache_mb > 0).all()
+    per_cell = results["allocation_perplexity"].groupby("policy").peak_cache_mb.mean()
+    assert per_cell["snapkv:allocation=pyramid"] <= per_cell["snapkv"]  # the same total, each layer its own length
     retention = results["retention"]
     assert set(retention["survived"]) <= {0, 1}
     assert (retention.loc[retention.policy == "full", "survived"] == 1).all()
-    for title in ("Rare-fact retention", "Long-text perplexity", "Decode-heavy generation", "Efficiency", "ablation"):
+    for title in ("Rare-fact retention", "Long-text perplexity", "Decode-heavy generation", "Efficiency", "ablation",
+                  "Budget allocation over layers and heads"):
         assert title in result.stdout
 
 

@@ -154,13 +154,13 @@ def test_page_plots_a_quick_run_with_provenance_tables_and_commands(monkeypatch,
     at = _page(monkeypatch, quick_results)
     assert not at.error and not at.warning
     assert [tab.label for tab in at.tabs] == ["Rare-fact retention", "Long-text perplexity", "Decode-heavy generation",
-                                              "Efficiency", "Score-variant ablation"]
+                                              "Efficiency", "Score-variant ablation", "Budget allocation over layers and heads"]
     meta = json.loads((quick_results / "retention.json").read_text())
     captions = " ".join(c.value for c in at.caption)
     assert f"`{meta['commit']}`" in captions and meta["machine"] in captions and "tiny-random" in captions
     flags = f"--quick --model tiny-random --out {quick_results}"
     assert _commands(at) == [f"python -m ccviz bench {task} {flags}"
-                             for task in ("retention", "perplexity", "decode", "efficiency", "ablation")]
+                             for task in ("retention", "perplexity", "decode", "efficiency", "ablation", "allocation")]
 
     charts = [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
     titles = [chart["layout"]["title"]["text"] for chart in charts]
@@ -180,7 +180,8 @@ def test_page_plots_a_quick_run_with_provenance_tables_and_commands(monkeypatch,
 
     text = " ".join(m.value for m in at.markdown)
     assert "Fact survival" in text and "full cache" in text and "refresh / forward" in text  # the report's tables
-    assert text.count("What differs from the paper") == 5
+    assert "Rare-fact retention per cell" in text and "layers holding the fact" in text and "vs uniform" in text
+    assert text.count("What differs from the paper") == 6
 
 
 def test_page_switches_to_a_follow_up_folder_and_gives_its_own_command(monkeypatch, quick_results, tmp_path):
@@ -192,7 +193,7 @@ def test_page_switches_to_a_follow_up_folder_and_gives_its_own_command(monkeypat
     at = _page(monkeypatch, root)
     box = at.selectbox(key="bench.folder")
     assert box.options == [str(root), str(sinks)] and box.value == str(root)
-    assert len(at.tabs) == 5 and any("Everything on this page" in m.value for m in at.markdown)
+    assert len(at.tabs) == 6 and any("Everything on this page" in m.value for m in at.markdown)
 
     box.select(str(sinks)).run()
     assert not at.exception and not at.error and not at.warning
@@ -230,7 +231,7 @@ def test_page_on_an_empty_folder_says_which_command_produces_results(monkeypatch
     assert not at.error and not at.get("plotly_chart")
     assert f"python -m ccviz bench all --out {tmp_path}" in at.info[0].value
     assert _commands(at) == [f"python -m ccviz bench {task} --out {tmp_path}"
-                             for task in ("retention", "perplexity", "decode", "efficiency", "ablation")]
+                             for task in ("retention", "perplexity", "decode", "efficiency", "ablation", "allocation")]
 
 
 def test_page_reads_the_published_results_wherever_the_server_started(monkeypatch, tmp_path):

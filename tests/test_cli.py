@@ -80,6 +80,19 @@ def test_run_prints_text_and_summary_and_saves_trace(tmp_path):
     assert "Paris" in trace.output_text
 
 
+def test_run_under_a_pyramid_says_what_each_layer_holds(tmp_path, capsys):
+    from ccviz.cli import main
+
+    out = tmp_path / "pyramid.json"
+    assert main(["run", "--model", "tiny-random", "--prompt", "word " * 60, "--policy", "tova", "--cache-size", "16",
+                 "--max-new-tokens", "2", "--allocation", "pyramid", "--pyramid-beta", "4", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "allocation pyramid (beta 4)" in printed and "per layer: " in printed and "MiB of K/V" in printed
+    trace = Trace.load(out)
+    first, last = (len(trace.cycles[-1].kept_by(layer)) for layer in (0, 1))
+    assert trace.config["allocation"] == "pyramid" and f"per layer: {first} entries in the first, {last} in the last (of 2)" in printed
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -92,8 +105,13 @@ def test_run_prints_text_and_summary_and_saves_trace(tmp_path):
         (["--prompt", "hi " * 9000, "--policy", "full", "--cache-size", "8"], "exceeds the model's 8192 positions"),
         (["--prompt", "hi", "--policy", "full", "--cache-size", "x"], "invalid int value"),
         (["--prompt-file", "/no/such/file.txt", "--policy", "full", "--cache-size", "8"], "cannot read"),
+        (["--prompt", "hi", "--policy", "counter_causal", "--cache-size", "8", "--allocation", "adaptive"], "needs per-head scores"),
+        (["--prompt", "hi", "--policy", "tova", "--cache-size", "8", "--allocation", "pyramid", "--pyramid-beta", "0"],
+         "pyramid beta must be at least 1"),
+        (["--prompt", "hi", "--policy", "tova", "--cache-size", "8", "--allocation", "cone"], "invalid choice: 'cone'"),
     ],
-    ids=["empty", "J<1", "h<1", "h>context", "policy", "model-path", "too-long", "non-int", "prompt-file"],
+    ids=["empty", "J<1", "h<1", "h>context", "policy", "model-path", "too-long", "non-int", "prompt-file", "adaptive",
+         "beta", "allocation"],
 )
 def test_bad_input_gives_one_line_error(args, message, capsys):
     """In this process (an unexpected exception would fail the test as a traceback would); the subprocess

@@ -35,6 +35,8 @@ BAD = {
     "record": [("everything", "record must be one of policy, all")],
     "granularity": [("phrase", "granularity must be one of token, word, sentence")],
     "pool": [("median", "pool must be one of max, mean")],
+    "allocation": [("diagonal", "allocation must be one of uniform, pyramid, adaptive")],
+    "pyramid_beta": [(0.5, "pyramid beta must be at least 1"), ("steep", "pyramid beta must be a finite number")],
 }
 BASE = dict(policy="snapkv", cache_size=16)
 SAMPLING = {"temperature", "top_p"}  # checked against the sampling range only when sampling

@@ -34,11 +34,12 @@ def _mlp(mlp, x):
     return (torch.nn.functional.silu(x @ mlp.gate_proj.weight.T) * (x @ mlp.up_proj.weight.T)) @ mlp.down_proj.weight.T
 
 
-def reference_scores(model, kv, tok, pos, hidden, variant, min_gap, first=None, window=0):
+def reference_scores(model, kv, tok, pos, hidden, variant, min_gap, first=None, window=0, held=None):
     """Return {score: tensor} for logit, logprob and contrast, computed the slow, obvious way.
 
     ``first``: the layer the stream starts at, from ``hidden`` (default: 0 for full, L-1 for the fast
-    variants); ``window`` W > 0: entry i sees only j <= i + W."""
+    variants); ``window`` W > 0: entry i sees only j <= i + W; ``held[l]``: the entries layer l's K/V
+    rows are (default: all of them, in order)."""
     cfg = model.config
     eps, theta = cfg.rms_norm_eps, cfg.rope_parameters["rope_theta"]
     layers = model.model.layers
@@ -56,11 +57,12 @@ def reference_scores(model, kv, tok, pos, hidden, variant, min_gap, first=None, 
                 q = (_rms(x, layer.input_layernorm.weight, eps) @ layer.self_attn.q_proj.weight.T).view(n, n_heads, dim)
                 q = _rope(q, pos, theta)
                 keys, values = kv[index][0][0], kv[index][1][0]
+                entries = list(range(n)) if held is None else held[index]
                 for head in range(n_heads):
                     group = head // (n_heads // n_kv)
                     logits = q[:, head] @ keys[group].T / math.sqrt(dim)
                     for i in range(n):
-                        allowed = [j for j in range(n) if j > i + min_gap and (not window or j <= i + window)]
+                        allowed = [r for r, j in enumerate(entries) if j > i + min_gap and (not window or j <= i + window)]
                         if not allowed:
                             continue
                         row = logits[i, allowed]

@@ -7,7 +7,7 @@ sees for a live run and for a reloaded trace is identical.
 
 from .compare import PhraseSurvival, jaccard_matrix, overlap_heatmap, phrase_survival, run_summary
 from .data import eviction_cycles, latest_scores, per_token, recorded_values, signals, survived, visible_text
-from .retention import COLOURINGS, RetentionGrid, comparison_heatmaps, retention_grid, retention_heatmap, retention_image_html
+from .retention import COLOURINGS, RetentionGrid, comparison_heatmaps, per_layer, retention_grid, retention_heatmap, retention_image_html
 from .sentences import Sentence, sentence_html, split_sentences
 from .tokens import cycle_context_html, highlight_html, survival_html
 
@@ -23,6 +23,7 @@ __all__ = [
     "jaccard_matrix",
     "latest_scores",
     "overlap_heatmap",
+    "per_layer",
     "per_token",
     "recorded_values",
     "phrase_survival",

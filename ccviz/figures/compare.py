@@ -94,6 +94,8 @@ def run_summary(trace: Trace) -> dict[str, object]:
         "refreshes": refreshes,
         "final cache": len(trace.final_kept),
         "peak cache": trace.peak_cache_length,
+        "allocation": trace.config.get("allocation", "uniform"),
+        "peak K/V (MiB)": round(trace.peak_cache_bytes / 2**20, 2) if trace.peak_cache_bytes else None,  # 0: a version-1 trace
         "refresh total (s)": round(refresh_seconds, 3),
         "per refresh (ms)": round(1000 * refresh_seconds / refreshes, 2) if refreshes else None,
         "prefill (s)": round(float(t.get("prefill_seconds", 0.0)), 3),

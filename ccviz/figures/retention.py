@@ -19,17 +19,19 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..errors import CcvizError
+from ..fields import is_number
 from ..trace import Trace
 from .data import cycle_scores, frozen_count, plot_label, robust_range, signals
 from .png import png_bytes
 
-Colouring = Literal["timestep", "score", "source"]
+Colouring = Literal["timestep", "score", "source", "layers"]
 COLOURINGS: tuple[str, ...] = get_args(Colouring)
 MAX_CELLS = 60_000
 EMPTY_RGB = (244, 244, 244)  # the figures' plot background: an empty slot
 HOVER_CHARS = 14
 TIMESTEP_SCALE = "RdBu_r"  # diverging: blue = early, red = late
 SCORE_SCALE = "Viridis"
+LAYERS_SCALE = "Cividis"  # how many layers hold a token: dark = one, yellow = every layer
 SOURCE_LABELS = ("frozen", "prompt", "generated")
 SOURCE_SCALE = [
     [0.0, "#9e9e9e"], [1 / 3, "#9e9e9e"],
@@ -54,6 +56,25 @@ class RetentionGrid:
     text: list[list[str]]
     signal: str | None
     stride: int
+    layers: int | None = None  # the layers a per-layer trace records (None: one set for all)
+
+
+def per_layer(trace: Trace) -> tuple[int | None, int | None]:
+    """The layers and KV heads a trace records separately (allocation pyramid / adaptive), else None."""
+    last = trace.cycles[-1] if trace.cycles else None
+    return (None, None) if last is None else (last.num_layers, last.num_heads)
+
+
+def _check_view(trace: Trace, colour: Colouring, layer: int | None, head: int | None) -> int | None:
+    layers, heads = per_layer(trace)
+    if colour == "layers" and layers is None:
+        raise CcvizError("this run kept one set for every layer (allocation uniform): colour by timestep, score or source")
+    if layer is not None and layers is not None and not 0 <= layer < layers:
+        raise CcvizError(f"layer must be 0 to {layers - 1}, got {layer}")
+    if head is not None and (heads is None or layer is None or not 0 <= head < heads):
+        raise CcvizError("a head is chosen within a layer of an adaptive run" if heads is None or layer is None
+                         else f"head must be 0 to {heads - 1}, got {head}")
+    return layers
 
 
 def _row_stride(n_rows: int, n_cols: int, max_cells: int) -> int:
@@ -61,12 +82,15 @@ def _row_stride(n_rows: int, n_cols: int, max_cells: int) -> int:
 
 
 def retention_grid(
-    trace: Trace, colour: Colouring = "timestep", signal: str | None = None, max_cells: int = MAX_CELLS
+    trace: Trace, colour: Colouring = "timestep", signal: str | None = None, max_cells: int = MAX_CELLS,
+    layer: int | None = None, head: int | None = None,
 ) -> RetentionGrid:
     """Build the cell matrices; ``signal`` (default: the first recorded) is shown in the hover and by
-    the "score" colouring."""
+    the "score" colouring. Of a per-layer trace, ``layer`` (and ``head``) shows what that layer (KV head)
+    held; None shows what any layer held, and colouring "layers" how many layers held each token."""
     if colour not in COLOURINGS:
         raise CcvizError(f"unknown colouring {colour!r}: use one of {', '.join(COLOURINGS)}")
+    layers = _check_view(trace, colour, layer, head)
     recorded = signals(trace)
     if signal is None:
         signal = recorded[0] if recorded else None
@@ -74,7 +98,8 @@ def retention_grid(
         raise CcvizError(f"this trace has no signal {signal!r}: it records {', '.join(recorded) or 'none'}")
     if colour == "score" and signal is None:
         raise CcvizError("this policy records no scores: colour by timestep or by source instead")
-    n_cols = max((len(c.kept) for c in trace.cycles), default=0)
+    kept_sets = [cycle.kept_by(layer, head) for cycle in trace.cycles]
+    n_cols = max((len(kept) for kept in kept_sets), default=0)
     stride = _row_stride(len(trace.cycles), n_cols, max_cells)
     rows = list(range(0, len(trace.cycles), stride))
     if trace.cycles and rows[-1] != len(trace.cycles) - 1:
@@ -85,9 +110,12 @@ def retention_grid(
     timesteps = np.full((len(rows), n_cols), -1, dtype=np.int32)
     custom = np.full((len(rows), n_cols, 2), np.nan, dtype=np.float32)
     text = [[""] * n_cols for _ in rows]
+    held_by = np.zeros((len(rows), n_cols), dtype=np.float32)
     for r, index in enumerate(rows):
-        cycle = trace.cycles[index]
-        kept = cycle.kept
+        kept = kept_sets[index]
+        if colour == "layers":  # each shown entry's count, from the counts over the cycle's whole kept set
+            cycle = trace.cycles[index]
+            held_by[r, : len(kept)] = np.asarray(cycle.layer_counts())[np.searchsorted(cycle.kept, kept)]
         timesteps[r, : len(kept)] = kept
         custom[r, : len(kept), 0] = kept
         if signal is not None:
@@ -99,6 +127,8 @@ def retention_grid(
         z[filled] = timesteps[filled]
     elif colour == "source":
         z[filled] = source_code[timesteps[filled]]
+    elif colour == "layers":
+        z[filled] = held_by[filled]
     else:
         scores = custom[:, :, 1]
         finite = scores[np.isfinite(scores)]
@@ -106,7 +136,7 @@ def retention_grid(
         if finite.size:  # +inf (no visible future: always kept) shows at the top of the scale, -inf at the bottom
             z[np.isposinf(scores)] = finite.max()
             z[np.isneginf(scores)] = finite.min()
-    return RetentionGrid(rows=rows, timesteps=timesteps, z=z, customdata=custom, text=text, signal=signal, stride=stride)
+    return RetentionGrid(rows=rows, timesteps=timesteps, z=z, customdata=custom, text=text, signal=signal, stride=stride, layers=layers)
 
 
 def _heatmap_trace(grid: RetentionGrid) -> go.Heatmap:
@@ -131,6 +161,8 @@ def _colour_axis(colour: Colouring, grid: RetentionGrid, zrange: tuple[float, fl
             colorscale=SOURCE_SCALE, cmin=-0.5, cmax=2.5,
             colorbar=dict(title="source", tickvals=[0, 1, 2], ticktext=list(SOURCE_LABELS)),
         )
+    if colour == "layers":
+        return dict(colorscale=LAYERS_SCALE, cmin=1, cmax=max(grid.layers or 1, 2), colorbar=dict(title="layers holding it"))
     lo, hi = zrange if zrange is not None else robust_range(grid.z)
     return dict(colorscale=SCORE_SCALE, cmin=lo, cmax=hi, colorbar=dict(title=plot_label(grid.signal or "score")))
 
@@ -139,9 +171,13 @@ def _height(n_rows: int) -> int:
     return int(min(900, max(320, 120 + 12 * n_rows)))
 
 
-def _subtitle(trace: Trace, grid: RetentionGrid) -> str:
+def _subtitle(trace: Trace, grid: RetentionGrid, layer: int | None = None, head: int | None = None) -> str:
     c = trace.config
     parts = [f"J={c.get('cache_size')}", f"h={c.get('chunk_size')}", f"frozen={c.get('frozen')}", f"{len(trace.cycles)} refreshes"]
+    if grid.layers is not None:
+        allocation = c.get("allocation", "?") + (f" (beta {c['pyramid_beta']:g})" if c.get("allocation") == "pyramid" and is_number(c.get("pyramid_beta")) else "")
+        where = "what any layer holds" if layer is None else f"layer {layer}" + ("" if head is None else f", KV head {head}")
+        parts += [allocation, where]
     if grid.stride > 1:
         parts.append(f"every {grid.stride}th refresh shown")
     return plot_label("  ·  ".join(parts))
@@ -153,13 +189,16 @@ def retention_heatmap(
     signal: str | None = None,
     zrange: tuple[float, float] | None = None,
     max_cells: int = MAX_CELLS,
+    layer: int | None = None,
+    head: int | None = None,
 ) -> go.Figure:
-    """The retention figure of one run; ``zrange`` fixes the colour scale (to compare runs)."""
-    grid = retention_grid(trace, colour, signal, max_cells)
+    """The retention figure of one run; ``zrange`` fixes the colour scale (to compare runs); ``layer`` /
+    ``head``: one layer's (KV head's) cache of a per-layer run (see :func:`retention_grid`)."""
+    grid = retention_grid(trace, colour, signal, max_cells, layer, head)
     fig = go.Figure(_heatmap_trace(grid))
     fig.update_layout(
         coloraxis=_colour_axis(colour, grid, zrange),
-        title=dict(text=f"{plot_label(trace.config.get('policy', '?'))}<br><sup>{_subtitle(trace, grid)}</sup>", x=0.0),
+        title=dict(text=f"{plot_label(trace.config.get('policy', '?'))}<br><sup>{_subtitle(trace, grid, layer, head)}</sup>", x=0.0),
         height=_height(len(grid.rows)),
         margin=dict(l=60, r=20, t=70, b=50),
         xaxis=dict(title="cache slot (position order)", showgrid=False, zeroline=False),
@@ -193,6 +232,7 @@ def retention_image_html(trace: Trace, colour: Colouring = "timestep", max_cells
     height = _height(len(grid.rows)) - 120
     scale = {"timestep": f"colour = original timestep, blue = early (t={axis['cmin']:.0f}) to red = late (t={axis['cmax']:.0f})",
              "source": "grey = frozen, blue = prompt, red = generated",
+             "layers": f"colour = layers holding the token, 1 (dark) to {axis['cmax']} (yellow)",
              "score": f"colour = {grid.signal}, {axis['cmin']:.3g} (dark) to {axis['cmax']:.3g} (yellow)"}[colour]
     return (
         f"<div style='font-family:ui-sans-serif,system-ui,sans-serif;color:#262730'>"
@@ -206,14 +246,18 @@ def retention_image_html(trace: Trace, colour: Colouring = "timestep", max_cells
 
 
 def comparison_heatmaps(
-    traces: Sequence[Trace], labels: Sequence[str], colour: Colouring = "timestep", max_cells: int = MAX_CELLS
+    traces: Sequence[Trace], labels: Sequence[str], colour: Colouring = "timestep", max_cells: int = MAX_CELLS,
+    layer: int | None = None,
 ) -> go.Figure:
-    """Side-by-side retention figures on one shared colour scale (timestep or source)."""
-    if colour == "score":
-        raise CcvizError("scores of different policies are not comparable: compare by timestep or by source")
+    """Side-by-side retention figures on one shared colour scale (timestep or source); ``layer``: that
+    layer's cache in each per-layer run (a uniform run's one set is every layer's)."""
+    if colour in ("score", "layers"):
+        what = "scores of different policies are" if colour == "score" else "layer counts of different allocations are"
+        raise CcvizError(f"{what} not comparable: compare by timestep or by source")
     if len(traces) != len(labels) or not traces:
         raise CcvizError("give one label per trace, and at least one trace")
-    grids = [retention_grid(trace, colour, max_cells=max(1, max_cells // len(traces))) for trace in traces]
+    grids = [retention_grid(trace, colour, max_cells=max(1, max_cells // len(traces)),
+                            layer=None if per_layer(trace)[0] is None else layer) for trace in traces]
     top = float(max(max(int(g.timesteps.max(initial=0)), 1) for g in grids))
     fig = make_subplots(rows=1, cols=len(traces), subplot_titles=[plot_label(label) for label in labels], horizontal_spacing=0.03)
     for i, grid in enumerate(grids, start=1):

@@ -14,7 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ..bench import ablation, efficiency
+from ..bench import ablation, allocation, efficiency
 from ..bench.decode import DecodeSettings
 from ..bench.efficiency import EfficiencySettings
 from ..bench.perplexity import PerplexitySettings
@@ -25,8 +25,8 @@ from ..figures.benchmarks import FULL
 from ..models import DEFAULT_MODEL
 
 SETTINGS = {  # result file -> the settings class that wrote it
-    "retention": RetentionSettings, "ablation_retention": RetentionSettings,
-    "perplexity": PerplexitySettings, "ablation_perplexity": PerplexitySettings,
+    "retention": RetentionSettings, "ablation_retention": RetentionSettings, "allocation_retention": RetentionSettings,
+    "perplexity": PerplexitySettings, "ablation_perplexity": PerplexitySettings, "allocation_perplexity": PerplexitySettings,
     "decode": DecodeSettings, "efficiency_refresh": EfficiencySettings, "efficiency_e2e": EfficiencySettings,
 }
 
@@ -42,10 +42,10 @@ def _cli_value(value: Any) -> str:
 def settings_flags(measured: dict[str, Any], settings_class: type, *, allow_set: bool = True) -> list[str]:
     """``--quick`` and ``--set`` flags that rebuild ``measured`` from the task's defaults (the fewest).
 
-    Without ``allow_set`` (the ablation: it takes no --set and picks its own budgets) only ``--quick``
-    or nothing, whichever matches.
+    Without ``allow_set`` (the ablation and the allocation task: they take no --set and pick their own
+    budgets and answered cases) only ``--quick`` or nothing, whichever matches.
     """
-    ignored = {"model", "threads"} | (set() if allow_set else {"budgets"})
+    ignored = {"model", "threads"} | (set() if allow_set else {"budgets", "accuracy_cases", "frozen"})
     measured = {k: v for k, v in measured.items() if k not in ignored}
     choices = []
     for flags, base in (([], settings_class()), (["--quick"], settings_class.quick())):
@@ -64,6 +64,9 @@ def _policy_flags(task: str, measured: set[str], complete: bool, quick: bool) ->
         complete = complete and not quick  # quick measures two corners of the grid and one spec per new axis
     elif task == "efficiency":
         default = {spec.label for spec in efficiency.default_specs()} - {FULL}
+    elif task == "allocation":
+        default = {spec.label for spec in allocation.allocation_specs()}
+        complete = complete and not quick  # quick measures the first policy under each allocation
     else:
         default = {spec.label for spec in registered_specs()} - {FULL}
     if measured - default or (complete and measured and measured != default):
@@ -107,7 +110,7 @@ def reproduce_command(task: str, meta: dict[str, dict[str, Any]], policies: set[
     name, first = next(((n, m) for n, m in meta.items() if n in SETTINGS), ("", {}))
     if not first.get("settings"):
         return plain_command(task, False, first, directory)
-    flags = settings_flags(first["settings"], SETTINGS[name], allow_set=task != "ablation")
+    flags = settings_flags(first["settings"], SETTINGS[name], allow_set=task not in ("ablation", "allocation"))
     quick = "--quick" in flags
     parts = ["python -m ccviz bench", task, *flags, *_policy_flags(task, policies, complete, quick)]
     return " ".join(parts + run_flags(first) + out_flag(directory, quick))

@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 from ..bench import decode, efficiency, perplexity, retention
 from ..bench.report import (
     ablation_table,
+    allocation_tables,
     decode_table,
     efficiency_table,
     perplexity_table,
@@ -64,6 +65,7 @@ PARTS = {
     "perplexity": [Part("perplexity", *PERPLEXITY)],
     "decode": [Part("decode", decode.summarise, "prompts", "prompts")],
     "ablation": [Part("ablation_retention", *RETENTION), Part("ablation_perplexity", *PERPLEXITY)],
+    "allocation": [Part("allocation_retention", *RETENTION), Part("allocation_perplexity", *PERPLEXITY)],
 }
 EFFICIENCY_PARTS = ("efficiency_refresh", "efficiency_e2e")
 TITLES = {
@@ -72,6 +74,7 @@ TITLES = {
     "decode": "Decode-heavy generation",
     "efficiency": "Efficiency",
     "ablation": "Score-variant ablation",
+    "allocation": "Budget allocation over layers and heads",
 }
 
 
@@ -166,13 +169,15 @@ def _table(task: str, summaries: dict[str, pd.DataFrame], rows: dict[str, pd.Dat
         return decode_table(summaries["decode"])
     if task == "efficiency":
         return efficiency_table(summaries["efficiency"])
+    if task == "allocation":
+        return allocation_tables(rows.get("allocation_retention"), summaries.get("allocation_perplexity"), rows.get("allocation_perplexity"))
     return ablation_table(summaries.get("ablation_retention"), summaries.get("ablation_perplexity"),
                           rows.get("ablation_retention"))
 
 
 def _present(section: Section) -> None:
     """Provenance lines, then (once an evicting policy has a result) the figures and tables."""
-    named = len(section.meta) > 1  # the efficiency and ablation tasks write two files each
+    named = len(section.meta) > 1  # the efficiency, ablation and allocation tasks write two files each
     section.provenance = [f"{name}: " * named + provenance_line(meta) for name, meta in section.meta.items()]
     if section.measured:
         section.figures = _figures(section.task, section.summaries, section.rows)
@@ -195,7 +200,7 @@ def _fill(section: Section, results: dict[str, Any]) -> None:
         section.summaries[part.name] = summary
         if part.name in section.meta:
             section.incomplete += _cell_gaps(part, summary, section.meta[part.name].get("settings", {}))
-        elif section.meta:  # the ablation's second file: its first one exists
+        elif section.meta:  # a two-file task's other file: the first one exists
             section.incomplete.append(f"{part.name}: not started yet")
 
 

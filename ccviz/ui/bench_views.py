@@ -42,6 +42,14 @@ PAPER_NOTES = {
         "scores, min_gap and window smoothing are this project's calibrations (docs/method.md#scores; smoothing is "
         "the review's phrase-level suggestion), each measured on the retention and perplexity tasks at one budget."
     ),
+    "allocation": (
+        "Not in the paper, which keeps one token set for every layer and head (its Algorithm 3) and declines to "
+        "compare with PyramidKV and Ada-KV. Here the same retention and perplexity tasks run each scoring rule "
+        "under per-layer budgets (pyramid, PyramidKV's beta = 20) and per-head budgets within each layer (adaptive, "
+        "Ada-KV, without its safeguard floor), with each layer's cache really holding only its own entries. "
+        "Survival counts a fact held by any layer; the share of layers (and heads) holding it and the answers say "
+        "more. Per-head budgets are masks within a layer's cache, so adaptive's memory counts the layer's union."
+    ),
 }
 
 

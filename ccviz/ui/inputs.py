@@ -146,6 +146,36 @@ def unit_input(key: str, policy: str) -> dict[str, str | None]:
     return dict(granularity=granularity, pool=pool)
 
 
+ALLOCATION_HELP = {
+    "uniform": "every layer and head keeps the same J entries (the paper's)",
+    "pyramid": "PyramidKV: deeper layers keep fewer entries, the same total",
+    "adaptive": "Ada-KV: each layer's J x KV-heads places go to its best (head, entry) pairs",
+}
+
+
+def allocation_input(key: str, policy: str, granularity: str | None = None) -> dict[str, Any]:
+    """How the budget is split over layers and KV heads (RunConfig's ``allocation``, ``pyramid_beta``);
+    a choice the policy cannot serve is named at once, in the engine's words."""
+    allocations = rule_of(RunConfig, "allocation").choices
+    allocation = st.segmented_control(
+        "Allocation", allocations, default=linked(f"{key}.allocation", "uniform", choices=allocations), key=f"{key}.allocation",
+        required=True, persist_state=SESSION,
+        help="How J is split over layers and KV heads: " + "; ".join(f"{a}: {text}" for a, text in ALLOCATION_HELP.items())
+             + ". Under pyramid and adaptive each layer's cache really holds its own entries (docs/method.md#allocation).",
+    )
+    beta = rule_of(RunConfig, "pyramid_beta")
+    pyramid_beta = beta_default = 20.0
+    if allocation == "pyramid":
+        pyramid_beta = float(_number("Pyramid beta", f"{key}.beta", beta_default, float(beta.minimum), cast=float, step=1.0, format="%.4g",
+                                     help="The last layer keeps (J - R) / beta scored entries and the first the rest of "
+                                          "twice the mean; 1 = uniform (PyramidKV's beta, 20 there)."))
+    try:
+        RunConfig(policy=policy, cache_size=1, allocation=allocation, pyramid_beta=pyramid_beta, granularity=granularity).resolved()
+    except CcvizError as err:
+        st.error(str(err))
+    return dict(allocation=allocation, pyramid_beta=pyramid_beta)
+
+
 def _token_ceiling() -> int:
     """The widgets' upper bound: the app's token limit (a badly set variable is reported when Run is clicked)."""
     try:

@@ -14,6 +14,7 @@ import streamlit as st
 
 from ..figures import (
     comparison_heatmaps,
+    per_layer,
     cycle_context_html,
     highlight_html,
     overlap_heatmap,
@@ -33,6 +34,8 @@ from .jobs import Job
 from .links import as_bool, linked
 
 COLOUR_LABELS = {"original timestep": "timestep", "score": "score", "prompt / generated": "source"}
+LAYERS_LABEL = "layers holding it"  # colouring of a per-layer run (allocation pyramid / adaptive)
+ANY_LAYER = "any layer"
 IMAGE_FORMAT_KEY = "charts.format"  # the sidebar's choice (app.py): what the toolbar's camera saves
 LIVE_KEY = "charts.live"  # the sidebar's choice: draw a running job's heatmap as it grows
 PHRASE_BADGES = {  # status -> (icon, colour) for st.badge
@@ -107,15 +110,19 @@ def summary_metrics(trace: Trace) -> None:
     raw_options = c.get("policy_options")
     options = ", ".join(f"{k}={v}" for k, v in raw_options.items()) if isinstance(raw_options, dict) else ""
     st.markdown(f"#### {s['policy']}" + (f" ({options})" if options else ""))
+    allocation = c.get("allocation", "uniform")
     st.caption(
         f"J={c.get('cache_size')} · h={c.get('chunk_size')} · frozen={c.get('frozen')} · recent={c.get('recent')} · "
-        f"{'chat' if c.get('chat') else 'raw'} · {c.get('model')} · {trace.status}"
+        + (f"allocation {allocation} · " if allocation != "uniform" else "")
+        + f"{'chat' if c.get('chat') else 'raw'} · {c.get('model')} · {trace.status}"
     )
     cols = st.columns(5)
     cols[0].metric("Prompt tokens", s["prompt tokens"])
     cols[1].metric("Generated", s["generated"], help=f"stopped by: {trace.stop_reason or 'n/a'}")
     cols[2].metric("Refreshes", s["refreshes"], help=f"{s['per refresh (ms)']} ms per refresh on average")
-    cols[3].metric("Final / peak cache", f"{s['final cache']} / {s['peak cache']}")
+    cols[3].metric("Final / peak cache", f"{s['final cache']} / {s['peak cache']}",
+                   help=(f"peak K/V memory {s['peak K/V (MiB)']} MiB" if s["peak K/V (MiB)"] else None)
+                   if allocation == "uniform" else f"entries any layer holds; peak K/V memory {s['peak K/V (MiB)']} MiB, each layer at its own length")
     cols[4].metric("Total time", f"{s['total (s)']:.2f} s", help=f"refreshes took {s['refresh total (s)']:.3f} s in all")
 
 
@@ -124,12 +131,16 @@ def retention_view(trace: Trace, key: str) -> None:
     status_notes(trace)
     summary_metrics(trace)
     recorded = signals(trace)
+    layers, heads = per_layer(trace)
+    labels = COLOUR_LABELS | ({LAYERS_LABEL: "layers"} if layers else {})
     left, right = st.columns([3, 2])
     colouring = left.radio(
-        "Colour cells by", list(COLOUR_LABELS), key=f"{key}.colour", horizontal=True,
-        help="Original timestep uses a diverging scale: blue = early in the text, red = late.",
+        "Colour cells by", list(labels), key=f"{key}.colour", horizontal=True,
+        help="Original timestep uses a diverging scale: blue = early in the text, red = late."
+             + (" Layers holding it: how many of the model's layers still cache the token." if layers else ""),
     )
-    colour = COLOUR_LABELS[colouring]
+    colour = labels.get(colouring, "timestep")
+    layer, head = layer_input(trace, key)
     signal = None
     if recorded:
         signal = right.selectbox("Score signal (hover and score colouring)", recorded, key=f"{key}.signal")
@@ -139,7 +150,8 @@ def retention_view(trace: Trace, key: str) -> None:
     if not trace.cycles:
         st.info("No refresh happened: the run processed fewer than h tokens, so nothing was ever scored or evicted.")
     else:
-        chart(retention_heatmap(trace, colour, signal), key=f"{key}.heatmap", stem=file_stem(trace, "retention"))
+        chart(retention_heatmap(trace, colour, signal, layer=layer, head=head), key=f"{key}.heatmap",
+              stem=file_stem(trace, "retention" if layer is None else f"retention-layer{layer}" + ("" if head is None else f"-head{head}")))
         refresh_context(trace, key)
     st.subheader("Generated text")
     output_block(trace.output_text)
@@ -148,6 +160,28 @@ def retention_view(trace: Trace, key: str) -> None:
         download_trace(trace, key=f"{key}.download")
     with right:
         download_report(trace, colour, signal, key=f"{key}.report")
+
+
+def layer_input(trace: Trace, key: str) -> tuple[int | None, int | None]:
+    """Of a per-layer run, the layer (and KV head) whose cache the heatmap shows; (None, None) otherwise."""
+    layers, heads = per_layer(trace)
+    if layers is None:
+        return None, None
+    left, right = st.columns([3, 2])
+    choices = [ANY_LAYER, *range(layers)]
+    layer = left.select_slider(
+        "Layer", choices, key=f"{key}.layer", format_func=lambda c: c if c == ANY_LAYER else f"layer {c}",
+        help=f"This run's allocation ({trace.config.get('allocation')}) gives each layer its own cache: one layer's, "
+             "or what any layer holds (the union, the trace's kept set).",
+    )
+    if layer == ANY_LAYER:
+        return None, None
+    head = None
+    if heads:
+        picked = right.selectbox("KV head", ["all of the layer's", *range(heads)], key=f"{key}.head",
+                                 help="Under adaptive each KV head keeps its own entries within the layer's cache.")
+        head = None if isinstance(picked, str) else picked
+    return layer, head
 
 
 def download_report(trace: Trace, colour: str = "timestep", signal: str | None = None, key: str = "report") -> None:
@@ -241,8 +275,16 @@ def compare_view(traces: Sequence[Trace], labels: Sequence[str], phrase: str, ke
         phrase_badges(traces, labels, phrase)
     st.subheader("Retention, on one colour scale")
     colouring = st.radio("Colour cells by", ["original timestep", "prompt / generated"], key=f"{key}.colour", horizontal=True)
+    depth = max((per_layer(trace)[0] or 0 for trace in traces), default=0)
+    layer = None
+    if depth:
+        picked = st.select_slider("Layer of the per-layer runs", [ANY_LAYER, *range(depth)], key=f"{key}.layer",
+                                  format_func=lambda c: c if c == ANY_LAYER else f"layer {c}",
+                                  help="Runs under pyramid or adaptive allocation hold different entries per layer: "
+                                       "show one layer's cache (a uniform run's one set is every layer's).")
+        layer = None if picked == ANY_LAYER else picked
     if any(trace.cycles for trace in traces):
-        fig = comparison_heatmaps(traces, labels, COLOUR_LABELS[colouring])
+        fig = comparison_heatmaps(traces, labels, COLOUR_LABELS[colouring], layer=layer)
         chart(fig, key=f"{key}.heatmaps", stem=file_stem(traces[0], "compare"))
     else:
         st.info("No refresh happened in these runs: the input is shorter than h.")
