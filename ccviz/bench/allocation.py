@@ -17,6 +17,7 @@ from typing import Callable
 
 import pandas as pd
 
+from ..models import LoadedModel
 from ..trace import Trace
 from . import perplexity, retention
 from .metrics import cache_before
@@ -59,7 +60,7 @@ def retention_columns(trace: Trace, prepared: retention.Prepared) -> dict:
     return costs(trace) | {"layer_share": round(layer_share(trace, prepared.fact, prepared.question_start), 4)}
 
 
-def run(lm, quick: bool, out: Path, *, specs: list[PolicySpec] | None = None, fresh: bool = False,
+def run(lm: LoadedModel, quick: bool, out: Path, *, specs: list[PolicySpec] | None = None, fresh: bool = False,
         log: Callable[[str], None] = print) -> dict[str, pd.DataFrame]:
     """Both tasks over every cell (or ``specs``), written as ``allocation_retention`` / ``allocation_perplexity``."""
     specs = specs or allocation_specs()

@@ -188,6 +188,71 @@ def ablation_table(retention: pd.DataFrame | None, perplexity: pd.DataFrame | No
     return _markdown(pd.concat(parts, axis=1).fillna("-").reset_index())
 
 
+def _allocation_cell(label: str) -> tuple[str, str]:
+    """A spec label's policy (with any other options) and its allocation."""
+    name, _, rest = label.partition(":")
+    options = [part for part in rest.split(",") if part]
+    allocation = next((o.split("=", 1)[1] for o in options if o.startswith("allocation=")), "uniform")
+    others = [o for o in options if not o.startswith("allocation=")]
+    return name + (":" + ",".join(others) if others else ""), allocation
+
+
+def _allocation_costs(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Mean peak K/V MiB and refresh seconds per cell, and the peak against the same policy's uniform cell."""
+    cells = rows.groupby(keys, sort=False)[["peak_cache_mb", "refresh_seconds"]].mean().reset_index()
+    cells[["name", "allocation"]] = pd.DataFrame(cells["policy"].map(_allocation_cell).tolist(), index=cells.index)
+    uniform = cells[cells.allocation == "uniform"].set_index(["name", "budget"])["peak_cache_mb"]
+    base = [uniform.get((n, b), float("nan")) for n, b in zip(cells["name"], cells["budget"])]
+    cells["peak_vs_uniform"] = cells["peak_cache_mb"] / pd.Series(base, index=cells.index)
+    return cells
+
+
+def allocation_tables(retention_rows: pd.DataFrame | None, perplexity_summary: pd.DataFrame | None = None,
+                      perplexity_rows: pd.DataFrame | None = None) -> str:
+    """Per policy x allocation x budget: survival (what any layer holds), the share of layers (and
+    heads) holding the whole fact, accuracy, NLL gap, and what the cell cost (peak K/V, refresh time)."""
+    parts = []
+    if retention_rows is not None and not retention_rows.empty:
+        rows = retention_rows[retention_rows.policy != "full"]
+        summary = _summary_of(rows)
+        costs = _allocation_costs(rows, ["policy", "budget"]).set_index(["policy", "budget"])
+        shares = rows.groupby(["policy", "budget"], sort=False)["layer_share"].mean()
+        table = pd.DataFrame({
+            "policy": [costs.loc[(r.policy, r.budget), "name"] for r in summary.itertuples()],
+            "allocation": [costs.loc[(r.policy, r.budget), "allocation"] for r in summary.itertuples()],
+            "J": [f"{r.budget:.0%}" for r in summary.itertuples()],
+            "cases": summary.survival_n.astype(int).tolist(),
+            "survival (any layer)": [_percent(r.survival, r.survival_low, r.survival_high) for r in summary.itertuples()],
+            "layers holding the fact": [_percent(shares[(r.policy, r.budget)]) for r in summary.itertuples()],
+            "accuracy": [f"{_percent(r.accuracy)} of {int(r.accuracy_n)}" if r.accuracy_n else "-" for r in summary.itertuples()],
+            "peak K/V MiB": [f"{costs.loc[(r.policy, r.budget), 'peak_cache_mb']:.2f}" for r in summary.itertuples()],
+            "vs uniform": [_ratio(costs.loc[(r.policy, r.budget), "peak_vs_uniform"]) for r in summary.itertuples()],
+            "refresh s": [f"{costs.loc[(r.policy, r.budget), 'refresh_seconds']:.3f}" for r in summary.itertuples()],
+        })
+        parts.append("Rare-fact retention per cell:\n\n" + _markdown(table))
+    if perplexity_summary is not None and not perplexity_summary.empty and perplexity_rows is not None:
+        summary = perplexity_summary[perplexity_summary.policy != "full"]
+        costs = _allocation_costs(perplexity_rows[perplexity_rows.policy != "full"], ["policy", "budget"]).set_index(["policy", "budget"])
+        table = pd.DataFrame({
+            "policy": [costs.loc[(r.policy, r.budget), "name"] for r in summary.itertuples()],
+            "allocation": [costs.loc[(r.policy, r.budget), "allocation"] for r in summary.itertuples()],
+            "J": summary.budget.astype(int).tolist(),
+            "segments": summary.segments.astype(int).tolist(),
+            "NLL gap to full": [f"{v:+.3f}" for v in summary.delta_nll],
+            "peak K/V MiB": [f"{costs.loc[(r.policy, r.budget), 'peak_cache_mb']:.2f}" for r in summary.itertuples()],
+            "vs uniform": [_ratio(costs.loc[(r.policy, r.budget), "peak_vs_uniform"]) for r in summary.itertuples()],
+            "refresh s": [f"{costs.loc[(r.policy, r.budget), 'refresh_seconds']:.2f}" for r in summary.itertuples()],
+        })
+        parts.append("Perplexity with 4 attention sinks per cell:\n\n" + _markdown(table))
+    return "\n\n".join(parts)
+
+
+def _summary_of(rows: pd.DataFrame) -> pd.DataFrame:
+    from .retention import summarise
+
+    return summarise(rows)
+
+
 def report(directory: str | Path | None = None) -> str:
     """All available summaries of a results folder as markdown."""
     return report_results(load_results(directory))
@@ -213,4 +278,8 @@ def report_results(results: dict[str, Any]) -> str:
         section("Score-variant ablation", task, ablation_table(results.get("ablation_retention_summary"),
                                                                 results.get("ablation_perplexity_summary"),
                                                                 results.get("ablation_retention")))
+    if "allocation_retention" in results or "allocation_perplexity" in results:
+        task = "allocation_retention" if "allocation_retention" in meta else "allocation_perplexity"
+        section("Budget allocation over layers and heads", task, allocation_tables(
+            results.get("allocation_retention"), results.get("allocation_perplexity_summary"), results.get("allocation_perplexity")))
     return "\n\n".join(sections) if sections else "no results yet"
