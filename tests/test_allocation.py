@@ -3,6 +3,7 @@ that really holds different entries per layer, and attention over it against an 
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -307,3 +308,20 @@ def test_the_heatmap_shows_one_layers_cache_and_how_many_layers_hold_each_token(
     pyramid = generate(deep, TEXT, allocation="pyramid", **settings)
     fig = comparison_heatmaps([uniform, pyramid], ["uniform", "pyramid"], layer=3)
     assert fig.data[1].z.shape[1] < fig.data[0].z.shape[1]  # the last layer of the pyramid holds least
+
+
+def test_uniform_traces_are_those_of_the_engine_before_allocation_existed(smollm):
+    """Traces recorded at commit c957054, before per-layer allocation: the same kept sets, candidates and
+    output, and the same scores (to float32 rounding, should this CPU order a sum differently)."""
+    recorded = json.loads((Path(__file__).parent / "data" / "uniform_before_allocation.json").read_text())
+    for name, before in recorded["runs"].items():
+        policy, _, extra = name.partition("-")
+        settings = dict(pair.split("=") for pair in filter(None, [extra]))
+        trace = generate(smollm, recorded["prompt"], policy=policy, cache_size=48, max_new_tokens=12, allocation="uniform", **settings)
+        assert trace.output_text == before["output_text"], name
+        assert [(c.candidates, c.kept) for c in trace.cycles] == [(c["candidates"], c["kept"]) for c in before["cycles"]], name
+        for cycle, old in zip(trace.cycles, before["cycles"]):
+            assert cycle.scores.keys() == old["scores"].keys()
+            for signal, values in old["scores"].items():
+                expected = torch.tensor([float(v) for v in values])
+                assert torch.allclose(torch.tensor(cycle.scores[signal]), expected, rtol=1e-4, atol=1e-6), (name, signal)

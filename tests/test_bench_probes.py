@@ -41,7 +41,7 @@ def test_the_probes_are_not_part_of_all():
     assert set(RATIOS) == set(PROBES) and not set(PROBES) & set(TASKS)
 
 
-@pytest.mark.parametrize("probe", PROBES)
+@pytest.mark.parametrize("probe", [pytest.param(p, marks=pytest.mark.slow) if p == "memory" else p for p in PROBES])
 def test_each_probe_prints_its_ratios_under_a_header_and_saves_the_report(bench, probe, tmp_path):
     code, out, err = bench(probe, *TINY, "--out", str(tmp_path))
     assert code == 0, err
