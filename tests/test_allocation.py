@@ -325,3 +325,12 @@ def test_uniform_traces_are_those_of_the_engine_before_allocation_existed(smollm
             for signal, values in old["scores"].items():
                 expected = torch.tensor([float(v) for v in values])
                 assert torch.allclose(torch.tensor(cycle.scores[signal]), expected, rtol=1e-4, atol=1e-6), (name, signal)
+
+
+@pytest.mark.parametrize("policy,allocation", [("snapkv", "pyramid"), ("counter_causal_fast", "pyramid"), ("h2o", "adaptive")])
+def test_every_signal_is_recorded_per_candidate_under_a_per_layer_allocation(deep, policy, allocation):
+    """The companions watch the same per-layer cache: per-head ones reduced like the policy's score."""
+    trace = generate(deep, TEXT, policy=policy, cache_size=16, max_new_tokens=2, chat=False, allocation=allocation, record="all")
+    for cycle in trace.cycles:
+        assert {"attention_last", "attention_chunk", "surprise"} <= set(cycle.scores)
+        assert all(len(values) == len(cycle.candidates) for values in cycle.scores.values())
