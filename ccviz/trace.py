@@ -292,13 +292,14 @@ def _cycle(i: int, raw: Any, n_tokens: int) -> Cycle:
 
 
 def _bits(value: Any, where: str, n: int) -> np.ndarray:
-    _expect(isinstance(value, str) and len(value) == 2 * (-(-n // 8)), f"{where} must be {-(-n // 8)} bytes in hex, a bit per kept entry")
+    size = -(-n // 8)
+    _expect(isinstance(value, str) and len(value) == 2 * size, f"{where} must be {size} bytes in hex, a bit per kept entry")
     try:
-        bits = np.unpackbits(np.frombuffer(bytes.fromhex(value), dtype=np.uint8))
+        bits = unpack_members(value, 8 * size)
     except ValueError:
         _expect(False, f"{where} must be hexadecimal")
     _expect(not bits[n:].any(), f"{where} sets bits past the {n} kept entries")
-    return bits[:n].astype(bool)
+    return bits[:n]
 
 
 def _members(raw: dict, where: str, n: int) -> tuple[list[str] | None, list[list[str]] | None]:

@@ -47,13 +47,11 @@ def costs(trace: Trace) -> dict:
 def layer_share(trace: Trace, fact: list[int], timestep: int) -> float:
     """The share of layers (of (layer, KV head) pairs under ``adaptive``) that held every token of ``fact``
     when token ``timestep`` was read; 1 or 0 under ``uniform``."""
-    last = next((c for c in reversed(trace.cycles) if c.step <= timestep), None)
-    if last is None or last.num_layers is None:
-        cached = cache_before(trace, timestep)
-        return float(all(t in cached for t in fact))
-    heads = [None] if last.num_heads is None else range(last.num_heads)
-    sets = [set(last.kept_by(layer, head)) | set(range(last.step, timestep)) for layer in range(last.num_layers) for head in heads]
-    return sum(all(t in held for t in fact) for held in sets) / len(sets)
+    last = trace.cycles[-1] if trace.cycles else None
+    layers = [None] if last is None or last.num_layers is None else range(last.num_layers)
+    heads = [None] if last is None or last.num_heads is None else range(last.num_heads)
+    held = [set(fact) <= cache_before(trace, timestep, layer, head) for layer in layers for head in heads]
+    return sum(held) / len(held)
 
 
 def retention_columns(trace: Trace, prepared: retention.Prepared) -> dict:

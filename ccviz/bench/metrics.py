@@ -55,8 +55,9 @@ def answer_matches(output: str, answer: str) -> bool:
     return n > 0 and any(words[i : i + n] == target for i in range(len(words) - n + 1))
 
 
-def cache_before(trace: Trace, timestep: int) -> set[int]:
-    """Timesteps in the cache when token ``timestep`` is about to be processed.
+def cache_before(trace: Trace, timestep: int, layer: int | None = None, head: int | None = None) -> set[int]:
+    """Timesteps in the cache when token ``timestep`` is about to be processed (of a per-layer run:
+    in layer ``layer``'s cache, KV head ``head`` of it; None: in any layer's).
 
     That is the last refresh at or before it (``step <= timestep``) plus everything processed since
     (nothing is evicted between refreshes); before the first refresh nothing has been evicted at all.
@@ -68,7 +69,7 @@ def cache_before(trace: Trace, timestep: int) -> set[int]:
         last = cycle
     if last is None:
         return set(range(timestep))
-    return set(last.kept) | set(range(last.step, timestep))
+    return set(last.kept_by(layer, head)) | set(range(last.step, timestep))
 
 
 def fact_survived(trace: Trace, fact_timesteps: Sequence[int], question_start: int) -> bool:

@@ -9,6 +9,7 @@ import pandas as pd
 
 from .pairing import paired_with_defaults
 from .results import load_results
+from .retention import summarise as summarise_retention
 
 
 def _percent(value: float, low: float | None = None, high: float | None = None) -> str:
@@ -207,6 +208,19 @@ def _allocation_costs(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     return cells
 
 
+def _cell_columns(summary: pd.DataFrame, costs: pd.DataFrame, refresh_format: str) -> tuple[dict, dict]:
+    """The columns every allocation table shares: its cells' policy and allocation first, and last what
+    they cost (``costs`` from :func:`_allocation_costs`, indexed by policy and budget)."""
+    cells = [costs.loc[(r.policy, r.budget)] for r in summary.itertuples()]
+    first = {"policy": [c["name"] for c in cells], "allocation": [c["allocation"] for c in cells]}
+    last = {
+        "peak K/V MiB": [f"{c['peak_cache_mb']:.2f}" for c in cells],
+        "vs uniform": [_ratio(c["peak_vs_uniform"]) for c in cells],
+        "refresh s": [format(c["refresh_seconds"], refresh_format) for c in cells],
+    }
+    return first, last
+
+
 def allocation_tables(retention_rows: pd.DataFrame | None, perplexity_summary: pd.DataFrame | None = None,
                       perplexity_rows: pd.DataFrame | None = None) -> str:
     """Per policy x allocation x budget: survival (what any layer holds), the share of layers (and
@@ -214,43 +228,32 @@ def allocation_tables(retention_rows: pd.DataFrame | None, perplexity_summary: p
     parts = []
     if retention_rows is not None and not retention_rows.empty:
         rows = retention_rows[retention_rows.policy != "full"]
-        summary = _summary_of(rows)
-        costs = _allocation_costs(rows, ["policy", "budget"]).set_index(["policy", "budget"])
+        summary = summarise_retention(rows)
+        first, last = _cell_columns(summary, _allocation_costs(rows, ["policy", "budget"]).set_index(["policy", "budget"]), ".3f")
         shares = rows.groupby(["policy", "budget"], sort=False)["layer_share"].mean()
         table = pd.DataFrame({
-            "policy": [costs.loc[(r.policy, r.budget), "name"] for r in summary.itertuples()],
-            "allocation": [costs.loc[(r.policy, r.budget), "allocation"] for r in summary.itertuples()],
+            **first,
             "J": [f"{r.budget:.0%}" for r in summary.itertuples()],
             "cases": summary.survival_n.astype(int).tolist(),
             "survival (any layer)": [_percent(r.survival, r.survival_low, r.survival_high) for r in summary.itertuples()],
             "layers holding the fact": [_percent(shares[(r.policy, r.budget)]) for r in summary.itertuples()],
             "accuracy": [f"{_percent(r.accuracy)} of {int(r.accuracy_n)}" if r.accuracy_n else "-" for r in summary.itertuples()],
-            "peak K/V MiB": [f"{costs.loc[(r.policy, r.budget), 'peak_cache_mb']:.2f}" for r in summary.itertuples()],
-            "vs uniform": [_ratio(costs.loc[(r.policy, r.budget), "peak_vs_uniform"]) for r in summary.itertuples()],
-            "refresh s": [f"{costs.loc[(r.policy, r.budget), 'refresh_seconds']:.3f}" for r in summary.itertuples()],
+            **last,
         })
         parts.append("Rare-fact retention per cell:\n\n" + _markdown(table))
     if perplexity_summary is not None and not perplexity_summary.empty and perplexity_rows is not None:
         summary = perplexity_summary[perplexity_summary.policy != "full"]
         costs = _allocation_costs(perplexity_rows[perplexity_rows.policy != "full"], ["policy", "budget"]).set_index(["policy", "budget"])
+        first, last = _cell_columns(summary, costs, ".2f")
         table = pd.DataFrame({
-            "policy": [costs.loc[(r.policy, r.budget), "name"] for r in summary.itertuples()],
-            "allocation": [costs.loc[(r.policy, r.budget), "allocation"] for r in summary.itertuples()],
+            **first,
             "J": summary.budget.astype(int).tolist(),
             "segments": summary.segments.astype(int).tolist(),
             "NLL gap to full": [f"{v:+.3f}" for v in summary.delta_nll],
-            "peak K/V MiB": [f"{costs.loc[(r.policy, r.budget), 'peak_cache_mb']:.2f}" for r in summary.itertuples()],
-            "vs uniform": [_ratio(costs.loc[(r.policy, r.budget), "peak_vs_uniform"]) for r in summary.itertuples()],
-            "refresh s": [f"{costs.loc[(r.policy, r.budget), 'refresh_seconds']:.2f}" for r in summary.itertuples()],
+            **last,
         })
         parts.append("Perplexity with 4 attention sinks per cell:\n\n" + _markdown(table))
     return "\n\n".join(parts)
-
-
-def _summary_of(rows: pd.DataFrame) -> pd.DataFrame:
-    from .retention import summarise
-
-    return summarise(rows)
 
 
 def report(directory: str | Path | None = None) -> str:

@@ -169,12 +169,20 @@ class CacheSession:
             raise RuntimeError(f"policy {scorer.name!r} returned NaN scores")
         return score
 
-    def per_candidate(self, score: torch.Tensor) -> torch.Tensor:
+    def visible_candidates(self) -> torch.Tensor | None:
+        """bool ``[layers, kv_heads, candidates]``: which candidates each layer's KV heads still see
+        (None under ``uniform``, where all of them see every entry)."""
+        layers = self.cache.layers
+        return None if layers is None else layers.visible(len(self.cache))[:, :, self.cache.frozen :]
+
+    @staticmethod
+    def per_candidate(score: torch.Tensor, visible: torch.Tensor | None) -> torch.Tensor:
         """A per-layer, per-head score ``[candidates, layers, kv_heads]`` as the trace records it: each
-        candidate's mean over the layers and heads that hold it (a per-token score as it is)."""
+        candidate's mean over the layers and heads that see it (``visible``, from
+        :meth:`visible_candidates`); a per-token score as it is."""
         if score.dim() == 1:
             return score
-        seen = self.cache.layers.visible(len(self.cache))[:, :, self.cache.frozen :].permute(2, 0, 1).to(score.dtype)
+        seen = visible.permute(2, 0, 1).to(score.dtype)
         return (score * seen).sum(dim=(1, 2)) / seen.sum(dim=(1, 2)).clamp(min=1)
 
     def units(self) -> torch.Tensor | None:
@@ -205,19 +213,22 @@ class CacheSession:
             self.before_refresh(self)
         cache, policy, config = self.cache, self.policy, self.config
         candidates = cache.pos[cache.frozen :]
-        # Companion signals see the same candidates; they are not timed as part of the policy's refresh.
-        recorded = {scorer.signal: self.per_candidate(self._score(scorer, candidates)).tolist() for scorer in self.companions}
         started = time.perf_counter()
+        visible = self.visible_candidates()  # computed once: the policy, its companions and the eviction read it
+        shared = time.perf_counter() - started
+        # Companion signals see the same candidates; they are not timed as part of the policy's refresh.
+        recorded = {scorer.signal: self.per_candidate(self._score(scorer, candidates), visible).tolist() for scorer in self.companions}
+        started = time.perf_counter() - shared
         scores: dict[str, list[float]] = {}
         units = None
         if policy.evicts:
             score = self._score(policy, candidates)
-            scores[policy.signal] = self.per_candidate(score).tolist()
+            scores[policy.signal] = self.per_candidate(score, visible).tolist()
             units = self.units()
             if units is not None:  # what ranked each candidate: its unit's pooled score
                 scores[f"{policy.signal}:{config.granularity}"] = pool_scores(score, units, config.pool)[units].tolist()
-            if cache.layers is not None:
-                self._keep_per_layer(score)
+            if visible is not None:
+                self._keep_per_layer(score, visible)
             elif candidates.numel() > config.cache_size:
                 survivors = self.survivors(score, units=units)
                 cache.keep(torch.cat([torch.arange(cache.frozen), cache.frozen + survivors]))
@@ -227,18 +238,18 @@ class CacheSession:
         if self.on_refresh is not None:
             self.on_refresh(trace)
 
-    def _keep_per_layer(self, score: torch.Tensor) -> None:
+    def _keep_per_layer(self, score: torch.Tensor, visible: torch.Tensor) -> None:
         """Each layer keeps its own entries (and each KV head its own under ``adaptive``): the frozen prefix
-        and what :mod:`ccviz.allocation` chooses among the candidates it holds; one gather per layer."""
+        and what :mod:`ccviz.allocation` chooses among the candidates it sees (``visible``, bool
+        ``[layers, kv_heads, candidates]``); one gather per layer."""
         cache, config = self.cache, self.config
-        frozen, entries = torch.arange(cache.frozen), len(cache)
-        if config.allocation == "pyramid":
-            held = cache.layers.held(entries)[:, cache.frozen :]
+        frozen = torch.arange(cache.frozen)
+        if config.allocation == "pyramid":  # one head set per layer: what the layer holds
+            held = visible[:, 0]
             kept = pyramid_keep(score, held, self.budgets, config.recent)
             if sum(k.numel() for k in kept) < int(held.sum()):
                 cache.keep_per_layer([torch.cat([frozen, cache.frozen + k]) for k in kept])
             return
-        visible = cache.layers.visible(entries)[:, :, cache.frozen :]
         pairs = adaptive_keep(score, visible, config.cache_size, config.recent)
         if sum(int(p.sum()) for p in pairs) == int(visible.sum()):
             return

@@ -164,9 +164,9 @@ def allocation_input(key: str, policy: str, granularity: str | None = None) -> d
              + ". Under pyramid and adaptive each layer's cache really holds its own entries (docs/method.md#allocation).",
     )
     beta = rule_of(RunConfig, "pyramid_beta")
-    pyramid_beta = beta_default = 20.0
+    pyramid_beta = RunConfig.__dataclass_fields__["pyramid_beta"].default  # the engine's default, declared once
     if allocation == "pyramid":
-        pyramid_beta = float(_number("Pyramid beta", f"{key}.beta", beta_default, float(beta.minimum), cast=float, step=1.0, format="%.4g",
+        pyramid_beta = float(_number("Pyramid beta", f"{key}.beta", pyramid_beta, float(beta.minimum), cast=float, step=1.0, format="%.4g",
                                      help="The last layer keeps (J - R) / beta scored entries and the first the rest of "
                                           "twice the mean; 1 = uniform (PyramidKV's beta, 20 there)."))
     try:

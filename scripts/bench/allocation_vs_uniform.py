@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
@@ -25,15 +26,21 @@ from ccviz.bench.report import _allocation_cell  # noqa: E402
 from ccviz.bench.results import read_frame  # noqa: E402
 
 
+def _paired(cells: pd.DataFrame, uniform: pd.DataFrame, key: str) -> Iterator[tuple[str, str, float, pd.DataFrame, pd.DataFrame]]:
+    """Each allocation cell (policy, allocation, budget, its rows) with the same policy's uniform rows at
+    that budget, on the same ``key`` values (cases or segments), in the same order."""
+    for (label, budget), group in cells[cells.policy != "full"].groupby(["policy", "budget"], sort=False):
+        name, allocation = _allocation_cell(label)
+        base = uniform[(uniform.policy == name) & (uniform.budget == budget)].set_index(key).reindex(group[key])
+        yield name, allocation, budget, group, base
+
+
 def retention(results: Path) -> None:
     cells = read_frame(results / "allocation" / "allocation_retention.csv")
     uniform = read_frame(results / "retention.csv")
-    cells = cells[cells.policy != "full"]
     print("| policy | allocation | J | cases | survival: uniform / this | kept / lost vs uniform | layers holding the fact | answered: uniform / this |")
     print("|---|---|---|---|---|---|---|---|")
-    for (label, budget), group in cells.groupby(["policy", "budget"], sort=False):
-        name, allocation = _allocation_cell(label)
-        base = uniform[(uniform.policy == name) & (uniform.budget == budget)].set_index("case").reindex(group["case"])
+    for name, allocation, budget, group, base in _paired(cells, uniform, "case"):
         mine, theirs = group["survived"].astype(int).to_numpy(), base["survived"].astype(int).to_numpy()
         gained, lost = int(((mine == 1) & (theirs == 0)).sum()), int(((mine == 0) & (theirs == 1)).sum())
         answered = pd.to_numeric(group["answered"], errors="coerce").notna().to_numpy()
@@ -48,12 +55,9 @@ def perplexity(results: Path) -> None:
     cells = read_frame(results / "allocation" / "allocation_perplexity.csv")
     uniform = read_frame(results / "sinks" / "perplexity.csv")
     full = uniform[uniform.policy == "full"].set_index("segment")
-    cells = cells[cells.policy != "full"]
     print("\n| policy | allocation | J | segments | NLL gap to full: uniform / this |")
     print("|---|---|---|---|---|")
-    for (label, budget), group in cells.groupby(["policy", "budget"], sort=False):
-        name, allocation = _allocation_cell(label)
-        base = uniform[(uniform.policy == name) & (uniform.budget == budget)].set_index("segment").reindex(group["segment"])
+    for name, allocation, budget, group, base in _paired(cells, uniform, "segment"):
         reference = full.reindex(group["segment"])
         gap = lambda rows: rows["nll_sum"].sum() / rows["tokens"].sum() - reference["nll_sum"].sum() / reference["tokens"].sum()  # noqa: E731
         print(f"| {name} | {allocation} | {budget} | {len(group)} | {gap(base):+.3f} / {gap(group):+.3f} |")
