@@ -7,6 +7,7 @@ from ccviz.ui.explain import explain_section
 from ccviz.ui.inputs import allocation_input, budget_input, decoding_input, document_input, policy_input, unit_input
 from ccviz.ui.jobs import RunTask
 from ccviz.ui.links import as_bool, linked
+from ccviz.ui.needle_sample import NEEDLE_KEY
 from ccviz.ui.state import run_controls
 from ccviz.ui.views import live_view, retention_view
 
@@ -43,6 +44,6 @@ done = run_controls(
 )
 if done is not None and done.results[0] is not None:
     trace = done.results[0]
-    retention_view(trace, key="run")
+    retention_view(trace, key="run", needle=st.session_state.get(NEEDLE_KEY))
     if trace.cycles:
         explain_section(trace, key="run", refresh=min(st.session_state.get("run.cycle", 0), len(trace.cycles) - 1))

@@ -97,9 +97,11 @@ def flag(label: str, *, default: bool) -> Any:
     return _field(Rule(label, "flag"), default)
 
 
-def choice(label: str, choices: tuple[Any, ...], *, default: Any = MISSING, optional: bool = False) -> Any:
-    """A field taking one of ``choices`` (see :mod:`ccviz.choices`); ``optional``: None too (a default resolved later)."""
-    return _field(Rule(label, "choice", choices=tuple(choices), optional=optional), default)
+def choice(label: str, choices: tuple[Any, ...], *, default: Any = MISSING, optional: bool = False,
+           each: bool = False) -> Any:
+    """A field taking one of ``choices`` (see :mod:`ccviz.choices`); ``optional``: None too (a default resolved
+    later); ``each``: a tuple of them."""
+    return _field(Rule(label, "choice", choices=tuple(choices), optional=optional, each=each), default)
 
 
 def rule_of(cls: type, name: str) -> Rule | None:

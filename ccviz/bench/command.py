@@ -22,7 +22,8 @@ from ..choices import DEVICES, DTYPES
 from ..errors import CcvizError
 from ..fields import check_whole, parse_value
 
-TASKS = ("retention", "perplexity", "decode", "efficiency", "ablation", "allocation")  # in the order ``all`` runs them
+TASKS = ("retention", "perplexity", "decode", "efficiency", "ablation", "allocation", "needle", "ruler")  # in the order ``all`` runs them
+DISPATCHED = ("needle", "ruler")  # tasks of independent cells: --workers and --ray spread them
 PROBES = ("overhead", "memory", "cost", "attention")  # engine probes: a text report each, never part of ``all``
 
 
@@ -42,7 +43,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     bench.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                        help="override a setting of the task (lists: comma-separated), e.g. cases=20 or budgets=0.1,0.5")
     bench.add_argument("--fresh", action="store_true", help="discard this task's earlier rows instead of resuming")
-    bench.add_argument("--threads", type=int, default=1, help="torch threads (default 1: shared machines stay usable)")
+    bench.add_argument("--threads", type=int, default=1, help="torch threads (default 1: shared machines stay usable); "
+                                                               "with --workers, per worker, capped at cores / workers")
+    bench.add_argument("--workers", type=int, default=None, metavar="N",
+                       help="needle and ruler: measure cells in N worker processes (with --ray: N Ray actors, default "
+                            "one per CPU of the cluster); rows are still written here, as each cell finishes")
+    bench.add_argument("--ray", metavar="ADDRESS", help="needle and ruler: dispatch the cells to the Ray cluster at ADDRESS "
+                                                        "('local' starts one here); needs pip install 'ccviz[cluster]'")
     bench.add_argument("--model", help="local checkpoint folder (default: embedded SmolLM2-135M-Instruct)")
     bench.add_argument("--device", default="cpu", choices=DEVICES)
     bench.add_argument("--dtype", default="float32", choices=DTYPES)
@@ -69,7 +76,8 @@ def _log(message: str) -> None:
 
 def main(args: argparse.Namespace) -> None:
     # Imported here: building the CLI parser must stay cheap for every other subcommand.
-    from . import ablation, allocation, attention, cost, decode, efficiency, memory, overhead, perplexity, retention
+    from . import ablation, allocation, attention, cost, decode, efficiency, memory, needle, overhead, perplexity, retention
+    from .dispatch import Workers
     from .results import results_dir
     from .specs import PolicySpec, parse_spec, registered_specs
 
@@ -78,17 +86,22 @@ def main(args: argparse.Namespace) -> None:
         _publish(out)
         return
     if args.set and args.task in ("all", "ablation", "allocation"):
-        raise CcvizError("--set works with one task (retention, perplexity, decode or efficiency) or one probe")
+        raise CcvizError("--set works with one task (retention, perplexity, decode, efficiency, needle or ruler) or one probe")
     if args.task in PROBES and (args.policy or args.fresh):
         raise CcvizError(f"--policy and --fresh are for the quality tasks; the {args.task} probe takes --set")
     check_whole("--threads", args.threads, 1)
+    if args.workers is not None:
+        check_whole("--workers", args.workers, 1)
+    if (args.workers is not None or args.ray) and args.task not in (*DISPATCHED, "all"):
+        raise CcvizError(f"--workers and --ray spread the cells of the {' and '.join(DISPATCHED)} tasks, not {args.task}")
+    workers = Workers(count=args.workers if args.ray or args.workers else 1, threads=args.threads, ray=args.ray)
     specs: list[PolicySpec] = [parse_spec(s) for s in args.policy]  # fail fast, before loading the model
     tasks = TASKS if args.task == "all" else (args.task,)
     kinds = {
         "retention": retention.RetentionSettings, "perplexity": perplexity.PerplexitySettings,
         "decode": decode.DecodeSettings, "efficiency": efficiency.EfficiencySettings,
         "overhead": overhead.OverheadSettings, "memory": memory.MemorySettings, "cost": cost.CostSettings,
-        "attention": attention.AttentionSettings,
+        "attention": attention.AttentionSettings, "needle": needle.NeedleSettings, "ruler": needle.RulerSettings,
     }
     settings = {t: _override(kinds[t].quick() if args.quick else kinds[t](), args.set) for t in tasks if t in kinds}
 
@@ -102,10 +115,14 @@ def main(args: argparse.Namespace) -> None:
         probe = {"overhead": overhead, "memory": memory, "cost": cost, "attention": attention}[args.task]
         _probe(args.task, probe, settings[args.task], model_args, Path(out))
         return
-    lm = load_model(**model_args)
+    in_process = any(task not in DISPATCHED for task in tasks) or workers.local
+    lm = load_model(**model_args) if in_process else None  # workers load their own
     common = {"fresh": args.fresh, "log": _log}
     for task in tasks:
-        if task in ("ablation", "allocation"):
+        if task in DISPATCHED:
+            runner = needle.run_needle if task == "needle" else needle.run_ruler
+            runner(lm, specs or registered_specs(), settings[task], out, workers=workers, model_args=model_args, **common)
+        elif task in ("ablation", "allocation"):
             {"ablation": ablation, "allocation": allocation}[task].run(lm, args.quick, out, specs=specs or None, **common)
         elif task == "efficiency":
             efficiency.run(lm, specs or efficiency.default_specs(), settings[task], out, model_args=model_args, **common)

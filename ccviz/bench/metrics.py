@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from ..trace import Trace
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def wilson_interval(successes: int, trials: int, z: float = 1.959963984540054) -> tuple[float, float]:
@@ -25,6 +28,17 @@ def wilson_interval(successes: int, trials: int, z: float = 1.959963984540054) -
     centre = (p + z * z / (2 * trials)) / denominator
     half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denominator
     return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def binomial_rate(hits: "pd.Series") -> tuple[int, int, float, float, float]:
+    """Trials, successes, rate and its Wilson 95% interval of a column of 0/1 results (blank cells: not
+    measured, left out); the rate is NaN when nothing was measured."""
+    import pandas as pd
+
+    values = pd.to_numeric(hits, errors="coerce").dropna().astype(int)
+    n, k = len(values), int(values.sum())
+    low, high = wilson_interval(k, n)
+    return n, k, (k / n if n else float("nan")), low, high
 
 
 def sign_test(wins: int, losses: int) -> float:

@@ -7,6 +7,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
+from .needle import summarise_rates
 from .pairing import paired_with_defaults
 from .results import load_results
 from .retention import summarise as summarise_retention
@@ -256,6 +257,63 @@ def allocation_tables(retention_rows: pd.DataFrame | None, perplexity_summary: p
     return "\n\n".join(parts)
 
 
+def _budget_label(budget: float) -> str:
+    return f"J={budget:.0%}" if budget <= 1 else f"J={int(budget)}"
+
+
+def _rate_cell(successes: int, trials: int) -> str:
+    return f"{100 * successes / trials:.0f}% ({successes}/{trials})" if trials else "-"
+
+
+def needle_tables(rows: pd.DataFrame) -> str:
+    """The maps in numbers: per policy and budget over the whole map, then by length, by depth and by kind."""
+    if rows.empty:
+        return ""
+    evicting = rows[rows.policy != "full"]
+    overall = summarise_rates(rows, ["policy", "budget"])
+    full = overall[overall.policy == "full"]
+    ceiling = _percent(full.accuracy.iloc[0], full.accuracy_low.iloc[0], full.accuracy_high.iloc[0]) if len(full) else "-"
+    cells = overall[overall.policy != "full"]
+    table = pd.DataFrame({
+        "policy": cells.policy.tolist(), "J": cells.budget.map(_budget_label).tolist(), "cells": cells.n.astype(int).tolist(),
+        "survival": [_percent(r.survival, r.survival_low, r.survival_high) for r in cells.itertuples()],
+        "accuracy": [_percent(r.accuracy, r.accuracy_low, r.accuracy_high) for r in cells.itertuples()],
+    })
+
+    def by(column: str, label: Callable[[Any], str]) -> str:
+        counts = summarise_rates(evicting, ["policy", "budget", column])
+        counts = counts.assign(row=counts.policy + " " + counts.budget.map(_budget_label), column=counts[column].map(label),
+                               cell=[_rate_cell(int(r.survived), int(r.n)) for r in counts.itertuples()])
+        order = [label(v) for v in sorted(evicting[column].unique())]
+        frame = counts.pivot(index="row", columns="column", values="cell").reindex(list(dict.fromkeys(counts.row)))
+        return _markdown(frame.reindex(columns=order).fillna("-").reset_index().rename(columns={"row": "policy"}))
+
+    return (
+        f"Over the whole map (every depth x length), Wilson 95% intervals; full-cache accuracy: **{ceiling}**:\n\n"
+        f"{_markdown(table)}\n\nSurvival by context length (tokens):\n\n{by('length', lambda v: str(int(v)))}\n\n"
+        f"Survival by depth of the needle:\n\n{by('depth', lambda v: f'{float(v):.0%}')}\n\n"
+        f"Survival by what the needle states:\n\n{by('kind', str)}"
+    )
+
+
+def ruler_tables(rows: pd.DataFrame) -> str:
+    """Per task: survival and the share of expected answers found, per policy x budget (lengths pooled)."""
+    if rows.empty:
+        return ""
+    parts = []
+    for task, group in rows.groupby("task", sort=False):
+        pooled = summarise_rates(group, ["policy", "budget"])
+        full = pooled[pooled.policy == "full"]
+        ceiling = f"{100 * full.answer_share.iloc[0]:.0f}%" if len(full) else "-"
+        cells = pooled[pooled.policy != "full"].assign(
+            cell=lambda f: [f"{_rate_cell(int(r.survived), int(r.n))} · {100 * r.answer_share:.0f}%" for r in f.itertuples()])
+        table = _pivot(cells, lambda r: r.cell, _budget_label)
+        lengths = ", ".join(str(int(v)) for v in sorted(group.length.unique()))
+        parts.append(f"**{task}** ({lengths} tokens; survival (kept/cases) · answers found; full cache finds "
+                     f"**{ceiling}**):\n\n{_markdown(table)}")
+    return "\n\n".join(parts)
+
+
 def report(directory: str | Path | None = None) -> str:
     """All available summaries of a results folder as markdown."""
     return report_results(load_results(directory))
@@ -285,4 +343,8 @@ def report_results(results: dict[str, Any]) -> str:
         task = "allocation_retention" if "allocation_retention" in meta else "allocation_perplexity"
         section("Budget allocation over layers and heads", task, allocation_tables(
             results.get("allocation_retention"), results.get("allocation_perplexity_summary"), results.get("allocation_perplexity")))
+    if "needle" in results:
+        section("Needle in a haystack", "needle", needle_tables(results["needle"]))
+    if "ruler" in results:
+        section("RULER-style tasks", "ruler", ruler_tables(results["ruler"]))
     return "\n\n".join(sections) if sections else "no results yet"

@@ -21,7 +21,7 @@ from ..fields import Validated, number, whole
 from ..models import LoadedModel
 from ..trace import Trace
 from .documents import Case, make_case
-from .metrics import answer_matches, cache_before, wilson_interval
+from .metrics import answer_matches, binomial_rate, cache_before
 from .results import ResultTable, write_summary
 from .spans import prompt_tokens
 from .specs import PolicySpec
@@ -108,13 +108,6 @@ def run(lm: LoadedModel, specs: list[PolicySpec], settings: RetentionSettings, o
     return summary
 
 
-def _rate(hits: pd.Series) -> tuple[int, int, float, float, float]:
-    values = pd.to_numeric(hits, errors="coerce").dropna().astype(int)
-    n, k = len(values), int(values.sum())
-    low, high = wilson_interval(k, n)
-    return n, k, (k / n if n else float("nan")), low, high
-
-
 def summarise(rows: pd.DataFrame) -> pd.DataFrame:
     """One row per policy x budget: survival and accuracy with Wilson 95% intervals, and the full-cache
     accuracy on the same cases (the ceiling)."""
@@ -123,10 +116,10 @@ def summarise(rows: pd.DataFrame) -> pd.DataFrame:
     full = rows[rows.policy == "full"].set_index("case")["answered"]
     out = []
     for (policy, budget), group in rows.groupby(["policy", "budget"], sort=False):
-        n_s, k_s, survival, s_low, s_high = _rate(group["survived"])
-        n_a, k_a, accuracy, a_low, a_high = _rate(group["answered"])
+        n_s, k_s, survival, s_low, s_high = binomial_rate(group["survived"])
+        n_a, k_a, accuracy, a_low, a_high = binomial_rate(group["answered"])
         answered_cases = group.loc[pd.to_numeric(group["answered"], errors="coerce").notna(), "case"]
-        _, _, ceiling, _, _ = _rate(full.reindex(answered_cases))
+        _, _, ceiling, _, _ = binomial_rate(full.reindex(answered_cases))
         out.append({
             "policy": policy, "budget": budget, "cache_size_mean": group["cache_size"].mean(),
             "survival_n": n_s, "survival": survival, "survival_low": s_low, "survival_high": s_high,

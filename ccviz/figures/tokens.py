@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import html
 import math
-from typing import Sequence
+from typing import Collection, Sequence
 
 import numpy as np
 
@@ -29,6 +29,7 @@ EVICTED = "color:#b5b5b5"
 JUST_EVICTED = "background:#ffd6d6;color:#a61e1e;text-decoration:line-through"
 KEPT = "background:#d9f2df"
 LEGEND = "font-size:0.8rem;color:#555;margin-bottom:0.3rem"
+MARKED = "outline:2px solid #7048e8;outline-offset:-1px;border-radius:2px"  # a phrase being followed (a needle)
 
 
 def format_value(value: float) -> str:
@@ -108,8 +109,9 @@ def survival_html(trace: Trace) -> str:
     return render_spans([tok.text for tok in trace.tokens], styles, titles, legend)
 
 
-def cycle_context_html(trace: Trace, index: int) -> str:
-    """The tokens processed up to refresh ``index``: kept, evicted by this refresh, evicted before."""
+def cycle_context_html(trace: Trace, index: int, marked: Collection[int] = ()) -> str:
+    """The tokens processed up to refresh ``index``: kept, evicted by this refresh, evicted before;
+    the timesteps in ``marked`` (a needle's tokens) outlined, whatever their fate."""
     cycle = trace.cycles[index]
     kept = set(cycle.kept)
     evicted_at = eviction_cycles(trace)
@@ -129,10 +131,13 @@ def cycle_context_html(trace: Trace, index: int) -> str:
         else:
             styles.append(EVICTED)
             titles.append(f"t={tok.t} · evicted earlier, at refresh {evicted_at[tok.t]}")
+    marked = set(marked)
+    styles = [f"{style};{MARKED}" if tok.t in marked else style for tok, style in zip(tokens, styles)]
     n_new = int((evicted_at == index).sum())
     legend = (
         f"Refresh {index} ({cycle.phase}, after {cycle.step} tokens): <span style='{KEPT}'>kept ({len(kept)})</span>, "
         f"<span style='{JUST_EVICTED}'>evicted now ({n_new})</span>, <span style='{EVICTED}'>evicted earlier</span>, "
-        f"<span style='{FROZEN}'>frozen</span>."
+        f"<span style='{FROZEN}'>frozen</span>"
+        + (f", <span style='{MARKED}'>the needle</span>." if marked else ".")
     )
     return render_spans([tok.text for tok in tokens], styles, titles, legend)

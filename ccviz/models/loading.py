@@ -42,6 +42,38 @@ def _resolve_device(device: str) -> torch.device:
     return torch.device(device)
 
 
+def model_name(name_or_path: str | None = None) -> str:
+    """The name :func:`load_model` gives a model (what result files record), checked without loading it:
+    a missing or unsupported checkpoint folder fails here, in one line."""
+    if name_or_path == TINY_MODEL:
+        return TINY_MODEL
+    if name_or_path in (None, "", DEFAULT_MODEL):
+        return DEFAULT_MODEL
+    path = Path(name_or_path).expanduser()
+    _check_checkpoint(path)
+    return path.name
+
+
+def load_tokenizer(name_or_path: str | None = None):
+    """The tokenizer :func:`load_model` would load, without the weights (the tiny model's is SmolLM2's):
+    for counting tokens where the model itself lives in another process."""
+    from transformers import AutoTokenizer
+
+    quiet_transformers()
+    model_name(name_or_path)  # a bad folder fails here, in one line
+    builtin = name_or_path in (None, "", TINY_MODEL, DEFAULT_MODEL)
+    path = converted_default() if builtin else Path(name_or_path).expanduser()
+    try:
+        return AutoTokenizer.from_pretrained(path)
+    except (OSError, ValueError) as err:
+        raise CcvizError(f"cannot load the tokenizer from {path}: {_first_line(err)}") from None
+
+
+def _first_line(err: Exception) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
 def load_model(name_or_path: str | None = None, *, device: Device | str = "cpu", dtype: Dtype = "float32") -> LoadedModel:
     """Load a model for ccviz: ``None`` is the embedded SmolLM2, else a local checkpoint folder.
 
@@ -57,19 +89,15 @@ def load_model(name_or_path: str | None = None, *, device: Device | str = "cpu",
         loaded = build_tiny_model()
         loaded.model.to(device=target_device, dtype=_TORCH_DTYPES[dtype])
         return loaded
-    if name_or_path in (None, "", DEFAULT_MODEL):
-        path, name = converted_default(), DEFAULT_MODEL
-    else:
-        path = Path(name_or_path).expanduser()
-        _check_checkpoint(path)
-        name = path.name
+    name = model_name(name_or_path)
+    embedded = name_or_path in (None, "", DEFAULT_MODEL)
+    path = converted_default() if embedded else Path(name_or_path).expanduser()
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=_TORCH_DTYPES[dtype], attn_implementation="sdpa")
     except (OSError, ValueError) as err:
-        first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise CcvizError(f"cannot load the model from {path}: {first_line}") from None
+        raise CcvizError(f"cannot load the model from {path}: {_first_line(err)}") from None
     model.to(target_device).eval().requires_grad_(False)
     return LoadedModel(model=model, tokenizer=tokenizer, name=name)

@@ -17,6 +17,7 @@ from typing import Any
 from ..bench import ablation, allocation, efficiency
 from ..bench.decode import DecodeSettings
 from ..bench.efficiency import EfficiencySettings
+from ..bench.needle import NeedleSettings, RulerSettings
 from ..bench.perplexity import PerplexitySettings
 from ..bench.results import results_dir
 from ..bench.retention import RetentionSettings
@@ -28,6 +29,7 @@ SETTINGS = {  # result file -> the settings class that wrote it
     "retention": RetentionSettings, "ablation_retention": RetentionSettings, "allocation_retention": RetentionSettings,
     "perplexity": PerplexitySettings, "ablation_perplexity": PerplexitySettings, "allocation_perplexity": PerplexitySettings,
     "decode": DecodeSettings, "efficiency_refresh": EfficiencySettings, "efficiency_e2e": EfficiencySettings,
+    "needle": NeedleSettings, "ruler": RulerSettings,
 }
 
 

@@ -14,15 +14,17 @@ from typing import Any, Callable
 import pandas as pd
 import plotly.graph_objects as go
 
-from ..bench import decode, efficiency, perplexity, retention
+from ..bench import decode, efficiency, needle, perplexity, retention
 from ..bench.report import (
     ablation_table,
     allocation_tables,
     decode_table,
     efficiency_table,
+    needle_tables,
     perplexity_table,
     provenance_line,
     retention_tables,
+    ruler_tables,
 )
 from ..bench.results import load_results
 from ..figures.benchmarks import (
@@ -34,6 +36,7 @@ from ..figures.benchmarks import (
     refresh_cost_figure,
     refresh_seconds_figure,
 )
+from ..figures.needle import ruler_figure
 from .bench_commands import plain_command, reproduce_command
 
 UNREADABLE = (ValueError, KeyError, TypeError, IndexError, OSError)  # a file being written, or from another version
@@ -66,7 +69,10 @@ PARTS = {
     "decode": [Part("decode", decode.summarise, "prompts", "prompts")],
     "ablation": [Part("ablation_retention", *RETENTION), Part("ablation_perplexity", *PERPLEXITY)],
     "allocation": [Part("allocation_retention", *RETENTION), Part("allocation_perplexity", *PERPLEXITY)],
+    "needle": [Part("needle", needle.summarise_map, "n", "trials")],
+    "ruler": [Part("ruler", needle.summarise_ruler, "n", "trials")],
 }
+GRIDS = {"needle": needle.NeedleSettings, "ruler": needle.RulerSettings}  # tasks whose settings name every cell
 EFFICIENCY_PARTS = ("efficiency_refresh", "efficiency_e2e")
 TITLES = {
     "retention": "Rare-fact retention",
@@ -75,6 +81,8 @@ TITLES = {
     "efficiency": "Efficiency",
     "ablation": "Score-variant ablation",
     "allocation": "Budget allocation over layers and heads",
+    "needle": "Needle",
+    "ruler": "RULER-style tasks",
 }
 
 
@@ -118,6 +126,22 @@ def _cell_gaps(part: Part, summary: pd.DataFrame, settings: dict[str, Any]) -> l
     return gaps
 
 
+def _grid_gaps(task: str, rows: pd.DataFrame, settings: dict[str, Any]) -> list[str]:
+    """What a needle or RULER run still lacks: the cells its settings ask for, per policy, that have no row."""
+    grid = GRIDS[task]
+    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in settings.items() if k in grid.__dataclass_fields__}
+    expected = grid(**fields).cells_per_policy
+    done = evicting(rows).groupby("policy", sort=False).size()
+    short = {policy: count for policy, count in done.items() if count < expected}
+    if done.empty:
+        return [f"{task}: no evicting policy measured yet"]
+    if not short:
+        return []
+    largest = int(rows["length"].max())
+    return [f"{task}: {', '.join(f'{p} {c}' for p, c in short.items())} of {expected} cells so far "
+            f"(contexts up to {largest} tokens measured)"]
+
+
 def _efficiency_gaps(refresh: pd.DataFrame, e2e: pd.DataFrame, settings: dict[str, Any]) -> list[str]:
     gaps = []
     sizes = settings.get("sizes", [])
@@ -153,6 +177,9 @@ def _figures(task: str, summaries: dict[str, pd.DataFrame], rows: dict[str, pd.D
         return [perplexity_figure(summaries["perplexity"])]
     if task == "decode":
         return [divergence_figure(summaries["decode"])]
+    if task == "ruler":
+        pooled = needle.summarise_rates(rows["ruler"], ["task", "policy", "budget"])
+        return [ruler_figure(pooled, measure) for measure in ("survival", "accuracy")]
     if task == "efficiency" and not rows.get("efficiency_refresh", pd.DataFrame()).empty:
         summary = summaries.get("efficiency", pd.DataFrame())
         exponents = dict(zip(summary["policy"], summary["refresh_exponent"])) if "refresh_exponent" in summary else {}
@@ -169,6 +196,10 @@ def _table(task: str, summaries: dict[str, pd.DataFrame], rows: dict[str, pd.Dat
         return decode_table(summaries["decode"])
     if task == "efficiency":
         return efficiency_table(summaries["efficiency"])
+    if task == "needle":
+        return needle_tables(rows["needle"])
+    if task == "ruler":
+        return ruler_tables(rows["ruler"])
     if task == "allocation":
         return allocation_tables(rows.get("allocation_retention"), summaries.get("allocation_perplexity"), rows.get("allocation_perplexity"))
     return ablation_table(summaries.get("ablation_retention"), summaries.get("ablation_perplexity"),
@@ -199,7 +230,9 @@ def _fill(section: Section, results: dict[str, Any]) -> None:
         summary = _summary(results, part.name, part.summarise, rows)
         section.summaries[part.name] = summary
         if part.name in section.meta:
-            section.incomplete += _cell_gaps(part, summary, section.meta[part.name].get("settings", {}))
+            settings = section.meta[part.name].get("settings", {})
+            gaps = _grid_gaps if section.task in GRIDS else lambda _, __, s: _cell_gaps(part, summary, s)
+            section.incomplete += gaps(section.task, rows, settings)
         elif section.meta:  # a two-file task's other file: the first one exists
             section.incomplete.append(f"{part.name}: not started yet")
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from ..figures.benchmarks import FULL
+from ..figures.needle import needle_difference_figure, needle_map_figure
 from .bench_results import Section
 from .views import chart
 
@@ -50,7 +52,49 @@ PAPER_NOTES = {
         "Survival counts a fact held by any layer; the share of layers (and heads) holding it and the answers say "
         "more. Per-head budgets are masks within a layer's cache, so adaptive's memory counts the layer's union."
     ),
+    "needle": (
+        "Not in the paper, which reports no needle maps. This is the picture KVCache-Factory draws for every method: "
+        "one needle (a 7-digit number, an identifier or a word, stated once for a named key) at each depth of a "
+        "haystack of Python-documentation prose, at each context length, under each policy at J = 25% of the "
+        "document (h = J/4). Survival is read from the cache when the question starts; the answer is greedy and "
+        "string-matched. Each cell is one needle by default (its counts are in the cell), so read rows, columns and "
+        "the Wilson intervals of the tables rather than single cells."
+    ),
+    "ruler": (
+        "Not in the paper. RULER's synthetic tasks, regenerated here from its definitions: a needle among distractor "
+        "needles for other keys (multikey), one key with four values (multivalue), and a five-variable assignment "
+        "chain (variable tracking, where every link must survive). RULER scores long-context models without "
+        "eviction; here the same tasks measure what each policy keeps, at three budgets."
+    ),
 }
+
+
+def _budget(value: float) -> str:
+    return f"{value:.0%} of the document" if value <= 1 else f"J = {int(value)}"
+
+
+def needle_maps(section: Section) -> None:
+    """A heatmap of one policy's map, and optionally its difference from the full cache or another policy."""
+    summary = section.summaries["needle"]
+    evicting = [p for p in dict.fromkeys(summary["policy"]) if p != FULL]
+    if not evicting:
+        return
+    left, middle, right = st.columns([2, 1, 1])
+    policy = left.selectbox("Policy", evicting + [FULL], key="bench.needle.policy",
+                            help="Whose map: every policy measured, and the full cache (the ceiling).")
+    budgets = sorted(summary.loc[summary["policy"] == policy, "budget"].unique())
+    budget = middle.selectbox("Budget", budgets, format_func=_budget, key="bench.needle.budget") if len(budgets) > 1 else budgets[0]
+    measure = right.segmented_control("Colour by", ["survival", "accuracy"], default="survival", required=True,
+                                      key="bench.needle.measure", help="Survival: every needle token cached when the "
+                                      "question is read. Accuracy: the greedy answer contains the value.")
+    chart(needle_map_figure(summary, policy, budget, measure), key="bench.needle.map", stem=f"ccviz-needle-{policy}")
+    others = ["nothing", "the full cache", *[p for p in evicting if p != policy]]
+    against = st.selectbox("Difference against", others, key="bench.needle.against",
+                           help="Blue: this policy keeps (or answers) more than the other there; red: less.")
+    if against != "nothing" and policy != FULL:
+        other = FULL if against == "the full cache" else against
+        chart(needle_difference_figure(summary, policy, other, budget, measure), key="bench.needle.difference",
+              stem=f"ccviz-needle-{policy}-minus-{other}")
 
 
 def _command(section: Section, lead: str) -> None:
@@ -77,6 +121,8 @@ def section_view(section: Section, folder: str) -> None:
     if not section.measured:
         _command(section, "Nothing to plot yet: no evicting policy has a result. This command produces them:")
         return
+    if section.task == "needle":
+        needle_maps(section)
     for i, fig in enumerate(section.figures):
         chart(fig, key=f"bench.{section.task}.{i}", stem=f"ccviz-bench-{section.task}-{i + 1}")
     for table in section.tables:

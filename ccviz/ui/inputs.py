@@ -20,6 +20,7 @@ from ..policies import POLICIES
 from .links import as_bool, link_document, link_problems, linked, linked_document, linked_index, optional
 from .limits import DEFAULT_MAX_TOKENS, MAX_TOKENS_ENV, max_tokens, max_upload_bytes
 from .options import option_specs
+from .needle_sample import NEEDLE_KEY, needle_generator, needle_loaded
 from .samples import Sample, load_samples
 from .uploads import decode_document
 
@@ -43,6 +44,7 @@ def _load_sample() -> None:
         return
     st.session_state["doc.text"] = sample.text
     st.session_state["doc.chat"] = sample.chat
+    st.session_state.pop(NEEDLE_KEY, None)
     st.session_state["run.max_new"] = sample.max_new_tokens
     st.session_state["cmp.max_new"] = sample.max_new_tokens
     st.session_state["cmp.phrase"] = sample.key_phrase
@@ -54,21 +56,25 @@ def _load_upload() -> None:
         return
     try:
         st.session_state["doc.text"] = decode_document(upload.name, upload.getvalue(), max_upload_bytes())
+        st.session_state.pop(NEEDLE_KEY, None)
     except CcvizError as err:
         st.session_state["doc.error"] = str(err)  # the text box keeps what the user had
 
 
 def document_input() -> tuple[str, bool]:
     """The document: pasted, picked from the samples or uploaded (which fill the text box); and chat/raw."""
-    left, right = st.columns([3, 2], vertical_alignment="bottom")
+    left, middle, right = st.columns([3, 2, 2], vertical_alignment="bottom")
     left.selectbox(
         "Sample document", [s.title for s in _samples()], index=None, key="doc.sample", placeholder="Load a sample document…",
         on_change=_load_sample, persist_state=SESSION,
     )
+    with middle:
+        needle_generator()
     right.file_uploader("…or upload a .txt / .md file", type=["txt", "md"], key="up.doc", on_change=_load_upload)
     error = st.session_state.pop("doc.error", None)
     if error:
         st.error(error)
+    needle_loaded()
     document = linked_document(DEFAULT_TEXT)
     link_problems()  # the sidebar's settings and the document are linked by now
     text = st.text_area(

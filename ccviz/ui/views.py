@@ -126,10 +126,13 @@ def summary_metrics(trace: Trace) -> None:
     cols[4].metric("Total time", f"{s['total (s)']:.2f} s", help=f"refreshes took {s['refresh total (s)']:.3f} s in all")
 
 
-def retention_view(trace: Trace, key: str) -> None:
-    """Figure 4 for one run: the heatmap, a refresh slider with the kept/evicted tokens, the output."""
+def retention_view(trace: Trace, key: str, needle: str | None = None) -> None:
+    """Figure 4 for one run: the heatmap, a refresh slider with the kept/evicted tokens, the output.
+
+    ``needle``: a sentence of the prompt to follow (the needle generator's), marked in the token view."""
     status_notes(trace)
     summary_metrics(trace)
+    marked = needle_badge(trace, needle) if needle else []
     recorded = signals(trace)
     layers, heads = per_layer(trace)
     labels = COLOUR_LABELS | ({LAYERS_LABEL: "layers"} if layers else {})
@@ -152,7 +155,7 @@ def retention_view(trace: Trace, key: str) -> None:
     else:
         chart(retention_heatmap(trace, colour, signal, layer=layer, head=head), key=f"{key}.heatmap",
               stem=file_stem(trace, "retention" if layer is None else f"retention-layer{layer}" + ("" if head is None else f"-head{head}")))
-        refresh_context(trace, key)
+        refresh_context(trace, key, marked)
     st.subheader("Generated text")
     output_block(trace.output_text)
     left, right = st.columns(2)
@@ -207,8 +210,21 @@ def output_block(text: str) -> None:
     st.code(text or "(nothing was generated)", language=None, wrap_lines=True, height=360 if long else "content")
 
 
-def refresh_context(trace: Trace, key: str) -> None:
-    """A refresh slider and, for that refresh, every token so far marked kept or evicted."""
+def needle_badge(trace: Trace, needle: str) -> list[int]:
+    """Whether the needle's tokens are still cached at the end; its timesteps ([] when the prompt lacks it)."""
+    result = phrase_survival(trace, needle)
+    if result.status == "absent":
+        return []
+    icon, colour = PHRASE_BADGES[result.status]
+    left, right = st.columns([1, 4], vertical_alignment="center")
+    left.badge(f"needle {result.status}", icon=icon, color=colour)
+    right.caption(f"“{needle}”: {len(result.kept)} of its {len(result.tokens)} tokens are in the cache at the end; "
+                  "they are outlined in the token view below.")
+    return result.tokens
+
+
+def refresh_context(trace: Trace, key: str, marked: Sequence[int] = ()) -> None:
+    """A refresh slider and, for that refresh, every token so far marked kept or evicted (``marked`` outlined)."""
     last = len(trace.cycles) - 1
     slider = f"{key}.cycle"
     st.session_state[slider] = min(st.session_state.get(slider, last), last)  # a new run may have fewer refreshes
@@ -218,7 +234,7 @@ def refresh_context(trace: Trace, key: str) -> None:
         f"Refresh {index}: {cycle.phase}, after {cycle.step} tokens; {len(cycle.candidates)} candidates scored in "
         f"{1000 * cycle.seconds:.1f} ms, {len(cycle.kept)} entries kept."
     )
-    st.html(cycle_context_html(trace, index))
+    st.html(cycle_context_html(trace, index, marked))
 
 
 def signal_views(trace: Trace, values: Mapping[str, Sequence[float]], key: str) -> None:

@@ -1,0 +1,241 @@
+"""Task 7, needle maps, and task 8, RULER-style tasks: where in a long context, and at what length,
+does each policy still hold a fact when the question comes?
+
+``needle``: one needle (a number, an identifier or a word, :mod:`.haystack`) at each depth x context
+length, under each policy at a budget that is a share of the document (default 25%) or a fixed J.
+``ruler``: multi-key needles, multi-value needles and variable tracking at a few lengths and budgets.
+Each row records *survival* (every required token in the cache when the first question token is read,
+as the retention task measures it) and the greedy answer (every expected value in the output). The
+full cache runs once per case: the ceiling.
+
+Cells are independent, so they run in this process, in worker processes (``--workers``) or on a Ray
+cluster (``--ray``) through :mod:`.dispatch`; this process alone appends the rows, so a partial run
+resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+
+from ..engine import generate
+from ..errors import CcvizError
+from ..fields import Validated, choice, is_whole, number, whole
+from ..models import LoadedModel, model_name
+from .dispatch import Workers, measure_cells
+from .haystack import KINDS, RULER_TASKS, HaystackCase, make_haystack_case
+from .metrics import answer_matches, binomial_rate, cache_before
+from .results import ResultTable, write_summary
+from .spans import prompt_tokens
+from .specs import PolicySpec
+
+COLUMNS = [
+    "task", "length", "depth", "trial", "kind", "policy", "budget", "cache_size", "chunk_size", "prompt_tokens",
+    "doc_tokens", "needle_depth", "required_tokens", "question_start", "survived", "kept_share", "answered",
+    "answer_share", "output", "seconds",
+]
+KEY = ["task", "length", "depth", "trial", "policy", "budget"]
+FULL_BUDGET = 1.0  # the full cache, once per case
+FULL = PolicySpec("full")
+SPREAD = ""  # the depth column of a case whose needles the seed spreads (the RULER tasks)
+
+
+def _check_budgets(budgets: tuple[float, ...]) -> None:
+    for budget in budgets:
+        if budget > 1 and not (is_whole(budget) or float(budget).is_integer()):
+            raise CcvizError(f"a budget is a share of the document (at most 1) or a whole J, got {budget}")
+
+
+@dataclass(frozen=True)
+class NeedleSettings(Validated):
+    lengths: tuple[int, ...] = whole("lengths", 200, default=(500, 1000, 2000, 3500, 5000, 7500), maximum=8000, each=True)
+    depths: tuple[float, ...] = number("depths", 0, 1, default=(0.0, 0.167, 0.333, 0.5, 0.667, 0.833, 1.0), each=True)
+    budgets: tuple[float, ...] = number("budgets", 0, default=(0.25,), each=True)  # <= 1: share of the document; > 1: J
+    trials: int = whole("trials", 1, default=1)  # needles per cell; the needle's kind cycles over the map
+    seed: int = whole("seed", 0, default=0)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_budgets(self.budgets)
+
+    @property
+    def cells_per_policy(self) -> int:
+        return len(self.lengths) * len(self.depths) * self.trials * len(self.budgets)
+
+    @classmethod
+    def quick(cls) -> "NeedleSettings":
+        return cls(lengths=(300, 600), depths=(0.0, 0.5, 1.0), budgets=(0.5,))
+
+
+@dataclass(frozen=True)
+class RulerSettings(Validated):
+    tasks: tuple[str, ...] = choice("tasks", RULER_TASKS, default=RULER_TASKS, each=True)
+    lengths: tuple[int, ...] = whole("lengths", 200, default=(1000, 2000), maximum=8000, each=True)
+    budgets: tuple[float, ...] = number("budgets", 0, default=(0.1, 0.25, 0.5), each=True)
+    trials: int = whole("trials", 1, default=3)  # cases per task x length; the needles' kind cycles with the trial
+    seed: int = whole("seed", 0, default=0)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_budgets(self.budgets)
+
+    @property
+    def cells_per_policy(self) -> int:
+        return len(self.tasks) * len(self.lengths) * self.trials * len(self.budgets)
+
+    @classmethod
+    def quick(cls) -> "RulerSettings":
+        return cls(lengths=(300,), budgets=(0.5,), trials=1)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One row to measure: the case's parameters (the case is rebuilt where it runs), a policy and a budget."""
+
+    task: str
+    length: int
+    depth: float | None
+    trial: int
+    kind: str
+    seed: int
+    spec: PolicySpec
+    budget: float
+
+    def case(self, tokenizer) -> HaystackCase:
+        return make_haystack_case(tokenizer, self.task, self.length, self.depth, trial=self.trial, kind=self.kind, seed=self.seed)
+
+    def __str__(self) -> str:
+        where = "" if self.depth is None else f" at depth {self.depth:.0%}"
+        return f"{self.task} {self.length} tokens{where}, trial {self.trial}, {self.spec.label}, budget {self.budget}"
+
+
+def cache_size_for(budget: float, doc_tokens: int) -> int:
+    """J for a budget: a share of the document's tokens (at most 1), or a fixed J."""
+    return int(budget) if budget > 1 else max(1, round(budget * doc_tokens))
+
+
+def measure_cell(lm: LoadedModel, cell: Cell) -> dict[str, Any]:
+    """Run one cell's case under its policy and budget (greedy); its result row."""
+    case = cell.case(lm.tokenizer)
+    tokens = prompt_tokens(lm.tokenizer, case.prompt)
+    question = tokens.first_timestep(case.question_start)
+    required = sorted({t for start, end in case.required for t in tokens.timesteps(start, end)})
+    doc_tokens = question - tokens.text_start
+    cache_size = cache_size_for(cell.budget, doc_tokens)
+    trace = generate(lm, case.prompt, policy=cell.spec.build(), cache_size=cache_size,
+                     max_new_tokens=case.max_new_tokens, **cell.spec.run_settings(cache_size))
+    cached = cache_before(trace, question)
+    kept = sum(t in cached for t in required)
+    found = [answer_matches(trace.output_text, answer) for answer in case.answers]
+    return {
+        "task": cell.task, "length": cell.length, "depth": SPREAD if cell.depth is None else cell.depth,
+        "trial": cell.trial, "kind": cell.kind, "policy": cell.spec.label, "budget": cell.budget,
+        "cache_size": cache_size, "chunk_size": trace.config["chunk_size"], "prompt_tokens": len(tokens.ids) - tokens.text_start,
+        "doc_tokens": doc_tokens, "needle_depth": round((required[0] - tokens.text_start) / doc_tokens, 4),
+        "required_tokens": len(required), "question_start": question,
+        "survived": int(kept == len(required)), "kept_share": round(kept / len(required), 4),
+        "answered": int(all(found)), "answer_share": round(sum(found) / len(found), 4),
+        "output": trace.output_text.strip(), "seconds": round(trace.timings["total_seconds"], 3),
+    }
+
+
+def needle_cells(specs: list[PolicySpec], settings: NeedleSettings) -> list[Cell]:
+    """Every cell of the maps: trial by trial, short contexts first, each case under the full cache and then
+    every policy at every budget. The needle's kind cycles along the map's diagonals, so every row and
+    column of a map sees every kind."""
+    cells = []
+    for trial in range(settings.trials):
+        for i, length in enumerate(settings.lengths):
+            for j, depth in enumerate(settings.depths):
+                kind = KINDS[(i + j + trial) % len(KINDS)]
+                cells += _case_cells("needle", length, depth, trial, kind, settings.seed, specs, settings.budgets)
+    return cells
+
+
+def ruler_cells(specs: list[PolicySpec], settings: RulerSettings) -> list[Cell]:
+    cells = []
+    for trial in range(settings.trials):
+        for length in settings.lengths:
+            for task in settings.tasks:
+                kind = "number" if task == "variable_tracking" else KINDS[trial % len(KINDS)]
+                cells += _case_cells(task, length, None, trial, kind, settings.seed, specs, settings.budgets)
+    return cells
+
+
+def _case_cells(task: str, length: int, depth: float | None, trial: int, kind: str, seed: int,
+                specs: list[PolicySpec], budgets: tuple[float, ...]) -> list[Cell]:
+    runs = [(FULL, FULL_BUDGET)] + [(spec, b) for spec in specs if spec.name != "full" for b in budgets]
+    return [Cell(task, length, depth, trial, kind, seed, spec, budget) for spec, budget in runs]
+
+
+def _run(name: str, lm: LoadedModel | None, cells: list[Cell], specs: list[PolicySpec], settings: Any, out: Path, *,
+         workers: Workers, model_args: dict[str, Any], fresh: bool, log: Callable[[str], None],
+         summarise: Callable[[pd.DataFrame], pd.DataFrame]) -> pd.DataFrame:
+    model = lm.name if lm is not None else model_name(model_args.get("name_or_path"))
+    table = ResultTable(out, name, COLUMNS, KEY, {"model": model, **asdict(settings)}, fresh=fresh)
+    table.pin_policies([FULL, *specs])
+    todo = [c for c in cells if not table.has(task=c.task, length=c.length, depth=SPREAD if c.depth is None else c.depth,
+                                              trial=c.trial, policy=c.spec.label, budget=c.budget)]
+    log(f"{name}: {len(todo)} of {len(cells)} cells to measure")
+    done = 0
+
+    def add(row: dict[str, Any]) -> None:
+        nonlocal done
+        table.add(row)
+        done += 1
+        if done % 10 == 0 or done == len(todo):
+            log(f"{name}: {done}/{len(todo)} cells measured")
+
+    try:
+        measure_cells(todo, measure_cell, add, lm=lm, model_args=model_args, workers=workers, log=log)
+    finally:  # a partial run still leaves its summary
+        summary = summarise(table.frame())
+        write_summary(out, name, summary)
+    return summary
+
+
+def run_needle(lm: LoadedModel | None, specs: list[PolicySpec], settings: NeedleSettings, out: Path, *,
+               workers: Workers = Workers(), model_args: dict[str, Any] | None = None, fresh: bool = False,
+               log: Callable[[str], None] = print) -> pd.DataFrame:
+    """Measure every missing cell of the needle maps into ``needle.csv``; the per-cell summary."""
+    return _run("needle", lm, needle_cells(specs, settings), specs, settings, out, workers=workers,
+                model_args=model_args or {}, fresh=fresh, log=log, summarise=summarise_map)
+
+
+def run_ruler(lm: LoadedModel | None, specs: list[PolicySpec], settings: RulerSettings, out: Path, *,
+              workers: Workers = Workers(), model_args: dict[str, Any] | None = None, fresh: bool = False,
+              log: Callable[[str], None] = print) -> pd.DataFrame:
+    """Measure every missing RULER-style case into ``ruler.csv``; the summary per task x length x budget."""
+    return _run("ruler", lm, ruler_cells(specs, settings), specs, settings, out, workers=workers,
+                model_args=model_args or {}, fresh=fresh, log=log, summarise=summarise_ruler)
+
+
+def summarise_rates(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Survival and accuracy (with Wilson 95% intervals) and the mean share of answers found, per ``keys``."""
+    out = []
+    for values, group in rows.groupby(keys, sort=False):
+        n_s, k_s, survival, s_low, s_high = binomial_rate(group["survived"])
+        n_a, k_a, accuracy, a_low, a_high = binomial_rate(group["answered"])
+        out.append({
+            **dict(zip(keys, values)), "n": n_s, "survived": k_s, "survival": survival, "survival_low": s_low,
+            "survival_high": s_high, "answered": k_a, "accuracy": accuracy, "accuracy_low": a_low,
+            "accuracy_high": a_high, "answer_share": group["answer_share"].mean(), "kept_share": group["kept_share"].mean(),
+            "cache_size_mean": group["cache_size"].mean(), "seconds_mean": group["seconds"].mean(),
+        })
+    return pd.DataFrame(out)
+
+
+MAP_KEYS = ["policy", "budget", "length", "depth"]
+RULER_KEYS = ["task", "policy", "budget", "length"]
+
+
+def summarise_map(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per map cell (policy x budget x length x depth), its trials together."""
+    return pd.DataFrame() if rows.empty else summarise_rates(rows, MAP_KEYS)
+
+
+def summarise_ruler(rows: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame() if rows.empty else summarise_rates(rows, RULER_KEYS)

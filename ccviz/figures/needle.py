@@ -1,0 +1,117 @@
+"""Needle maps: the needle task's per-cell summary in, Plotly heatmaps out (no Streamlit, no model).
+
+Depth runs down the y axis (0% at the top: the needle first in the document), context length across
+the x axis, as in the field's standard picture. Each cell is coloured by its rate and labelled
+with its counts; the hover adds the Wilson 95% interval and the other measure. A difference map
+colours one policy's rate minus another's (or the full cache's) on a diverging scale around zero.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from .benchmarks import FULL, MARGIN, RATES
+
+MAP_SCALE = [[0.0, "#c92a2a"], [0.5, "#fcc419"], [1.0, "#2b8a3e"]]  # lost, half, kept
+DIFFERENCE_SCALE = "RdBu"
+
+
+def _depth(value: float) -> str:
+    return f"{float(value):.0%}"
+
+
+def map_cells(summary: pd.DataFrame, policy: str, budget: float | None = None) -> pd.DataFrame:
+    """One policy's cells at one budget (the full cache has one budget of its own), with labels."""
+    rows = summary[summary["policy"] == policy]
+    if budget is not None and policy != FULL:
+        rows = rows[rows["budget"] == budget]
+    rows = rows.assign(depth_label=rows["depth"].map(_depth), length_label=rows["length"].astype(int).astype(str))
+    return rows.sort_values(["depth", "length"])
+
+
+def _grid(cells: pd.DataFrame, column: str) -> pd.DataFrame:
+    table = cells.pivot(index="depth", columns="length", values=column)
+    return table.sort_index().reindex(sorted(table.columns), axis=1)
+
+
+def _axes(fig: go.Figure, cells: pd.DataFrame, title: str) -> go.Figure:
+    fig.update_layout(
+        title=dict(text=title, x=0.0), margin=MARGIN, height=440,
+        xaxis=dict(title="context length (tokens)", type="category"),
+        yaxis=dict(title="needle depth", type="category", autorange="reversed"),
+    )
+    return fig
+
+
+def _stack(*grids: pd.DataFrame) -> np.ndarray:
+    """Grids of the same shape as one [depths, lengths, k] array: what a hover reads as customdata[i]."""
+    return np.stack([grid.to_numpy(dtype=object) for grid in grids], axis=-1)
+
+
+def _counts(cells: pd.DataFrame, measure: str) -> pd.Series:
+    hits = "survived" if measure == "survival" else "answered"
+    return cells[hits].astype(int).astype(str) + "/" + cells["n"].astype(int).astype(str)
+
+
+def needle_map_figure(summary: pd.DataFrame, policy: str, budget: float | None = None, measure: str = "survival") -> go.Figure:
+    """``policy``'s ``measure`` (survival or accuracy) per depth x length at ``budget``."""
+    cells = map_cells(summary, policy, budget).assign(
+        counts=lambda f: _counts(f, measure), other=lambda f: _counts(f, "accuracy" if measure == "survival" else "survival"),
+        interval=lambda f: [f"{lo:.0%}–{hi:.0%}" for lo, hi in zip(f[f"{measure}_low"], f[f"{measure}_high"])],
+    )
+    values, labels = _grid(cells, measure), _grid(cells, "counts")
+    hover = _grid(cells, "interval"), _grid(cells, "other"), _grid(cells, "cache_size_mean")
+    other = "answered" if measure == "survival" else "survived"
+    fig = go.Figure(go.Heatmap(
+        z=values.to_numpy(), x=[str(int(c)) for c in values.columns], y=[_depth(d) for d in values.index],
+        zmin=0, zmax=1, colorscale=MAP_SCALE, colorbar=dict(title=measure, tickformat=".0%"),
+        text=labels.to_numpy(), texttemplate="%{text}", customdata=_stack(*hover),
+        hovertemplate=(f"<b>{policy}</b><br>length %{{x}} tokens, depth %{{y}}<br>{RATES[measure][1]}: %{{text}} "
+                       f"(%{{z:.0%}}, 95% %{{customdata[0]}})<br>{other}: %{{customdata[1]}}<br>J = %{{customdata[2]:.0f}}<extra></extra>"),
+    ))
+    at = "" if policy == FULL or budget is None else f" at J = {_budget(budget)}"
+    return _axes(fig, cells, f"{RATES[measure][0]}: {policy}{at}")
+
+
+def needle_difference_figure(summary: pd.DataFrame, policy: str, other: str, budget: float | None = None,
+                             measure: str = "survival", other_budget: float | None = None) -> go.Figure:
+    """``policy``'s rate minus ``other``'s per cell (both at ``budget`` unless ``other_budget`` is given;
+    the full cache at its own): blue where ``policy`` keeps more, red where it keeps less."""
+    mine = map_cells(summary, policy, budget).assign(counts=lambda f: _counts(f, measure))
+    theirs = map_cells(summary, other, budget if other_budget is None else other_budget).assign(counts=lambda f: _counts(f, measure))
+    both = mine.merge(theirs, on=["length", "depth"], suffixes=("", "_other"))
+    both = both.assign(delta=both[measure] - both[f"{measure}_other"])
+    values = _grid(both, "delta")
+    labels, theirs_labels = _grid(both, "counts"), _grid(both, "counts_other")
+    fig = go.Figure(go.Heatmap(
+        z=values.to_numpy(), x=[str(int(c)) for c in values.columns], y=[_depth(d) for d in values.index],
+        zmin=-1, zmax=1, zmid=0, colorscale=DIFFERENCE_SCALE, colorbar=dict(title="difference", tickformat="+.0%"),
+        text=values.map(lambda v: f"{v:+.0%}").to_numpy(), texttemplate="%{text}",
+        customdata=_stack(labels, theirs_labels),
+        hovertemplate=(f"length %{{x}} tokens, depth %{{y}}<br><b>{policy}</b>: %{{customdata[0]}}<br>"
+                       f"<b>{other}</b>: %{{customdata[1]}}<br>difference %{{z:+.0%}}<extra></extra>"),
+    ))
+    return _axes(fig, both, f"{RATES[measure][0]}: {policy} minus {other}")
+
+
+def _budget(budget: float) -> str:
+    return f"{budget:.0%} of the document" if budget <= 1 else f"{int(budget)} tokens"
+
+
+def ruler_figure(pooled: pd.DataFrame, measure: str = "survival") -> go.Figure:
+    """Each RULER-style task's ``measure`` per policy (bars grouped by task), one colour per budget.
+
+    ``pooled``: rates per task x policy x budget, lengths together (``summarise_rates``)."""
+    fig = go.Figure()
+    for budget, group in pooled[pooled["policy"] != FULL].groupby("budget", sort=True):
+        fig.add_trace(go.Bar(
+            x=[group["task"].tolist(), group["policy"].tolist()], y=group[measure].tolist(), name=f"J = {_budget(budget)}",
+            customdata=_counts(group, measure).to_numpy()[:, None],
+            hovertemplate=f"%{{x}}<br>{RATES[measure][1]}: %{{customdata[0]}} (%{{y:.0%}})<extra>J = {_budget(budget)}</extra>",
+        ))
+    fig.update_layout(title=dict(text=f"{RATES[measure][0]} on the RULER-style tasks", x=0.0), barmode="group",
+                      margin=MARGIN, height=440, yaxis=dict(title=measure, tickformat=".0%", range=[0, 1.05]),
+                      legend=dict(title="budget"))
+    return fig

@@ -1,0 +1,86 @@
+"""The "needle" sample generator: one cell of a needle map, loaded into the text box to watch it happen.
+
+The user picks a context length, a depth and what the needle states (or a RULER-style task); the
+harness's own generator (:mod:`ccviz.bench.haystack`) writes the document and question, counted in
+the app model's tokens, and the budget is set as the benchmark sets it (J = 25% of the document,
+h = J/4). The needle's sentence is remembered, so the Run page can mark its tokens.
+"""
+
+from __future__ import annotations
+
+import os
+
+import streamlit as st
+
+from ..bench.haystack import KINDS, TASKS, make_haystack_case, token_count
+from ..bench.needle import NeedleSettings, cache_size_for
+from ..errors import CcvizError
+from ..models import load_tokenizer
+from .limits import max_tokens
+from .model import MODEL_ENV
+
+NEEDLE_KEY = "doc.needle"  # the generated needle's sentence, while the text box still holds its document
+BUDGET = NeedleSettings().budgets[0]
+TASK_LABELS = {"needle": "one needle", "multikey": "needle among distractors", "multivalue": "one key, four values",
+               "variable_tracking": "variable tracking chain"}
+
+
+@st.cache_resource(show_spinner=False)
+def _tokenizer(model: str | None):
+    return load_tokenizer(model)
+
+
+def needle_lengths(ceiling: int) -> list[int]:
+    """The needle map's context lengths that fit the app's token limit (with room for the answer)."""
+    return [n for n in NeedleSettings().lengths if n + max(64, n // 10) <= ceiling] or [min(NeedleSettings().lengths)]
+
+
+def _generate() -> None:
+    state = st.session_state
+    task = state["needle.task"]
+    try:
+        tokenizer = _tokenizer(os.environ.get(MODEL_ENV) or None)
+        case = make_haystack_case(tokenizer, task, int(state["needle.length"]),
+                                  state["needle.depth"] / 100 if task in ("needle", "multikey") else None,
+                                  kind=state["needle.kind"], seed=int(state["needle.seed"]))
+    except CcvizError as err:
+        state["doc.error"] = f"Could not generate the needle document: {err}"
+        return
+    document_tokens = token_count(tokenizer, case.prompt[: case.question_start].rstrip())
+    cache_size = cache_size_for(BUDGET, document_tokens)
+    state["doc.text"], state["doc.chat"], state[NEEDLE_KEY] = case.prompt, True, case.target
+    for page in ("run", "cmp"):
+        state[f"{page}.max_new"] = case.max_new_tokens
+        state[f"{page}.J"], state[f"{page}.h"] = cache_size, None
+    state["cmp.phrase"] = case.answers[0]
+    state["needle.loaded"] = (f"Loaded: {TASK_LABELS[task]}, {token_count(tokenizer, case.prompt)} tokens, the question "
+                              f"asks for {', '.join(case.answers)}; J = {cache_size} (25% of the document), h = J/4.")
+
+
+def needle_generator() -> None:
+    """Length, depth, kind and task pickers and a Generate button, inside a popover (:func:`needle_loaded`
+    says what it loaded)."""
+    try:
+        ceiling = max_tokens()
+    except CcvizError:
+        ceiling = 4096
+    with st.popover("Generate a needle document", icon=":material/search:", width="stretch"):
+        st.caption("A haystack of Python-documentation prose with a fact stated once: one cell of the Benchmarks "
+                   "page's needle map, to watch in the retention heatmap.")
+        lengths = needle_lengths(ceiling)
+        st.select_slider("Context length (tokens)", lengths, value=lengths[len(lengths) // 2], persist_state="session", key="needle.length")
+        st.slider("Depth of the needle (%)", 0, 100, 50, step=5, persist_state="session", key="needle.depth",
+                  help="Where the needle starts, as a share of the document: 0% first, 100% just before the question.")
+        left, right = st.columns(2)
+        left.selectbox("The needle states", KINDS, persist_state="session", key="needle.kind")
+        right.selectbox("Task", TASKS, format_func=TASK_LABELS.get, persist_state="session", key="needle.task",
+                        help="RULER-style tasks place their needles by the seed; the depth applies to one needle and to multikey's target.")
+        st.number_input("Seed", min_value=0, value=0, step=1, persist_state="session", key="needle.seed")
+        st.button("Generate and load", key="needle.generate", on_click=_generate, type="primary", icon=":material/auto_fix_high:")
+
+
+def needle_loaded() -> None:
+    """What the last Generate loaded, once, under the document row."""
+    loaded = st.session_state.pop("needle.loaded", None)
+    if loaded:
+        st.success(loaded, icon=":material/check:")
