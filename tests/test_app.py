@@ -225,6 +225,36 @@ def test_samples_and_uploads_fill_the_document(app):
     assert app.text_area(key="doc.text").value == "Pasted notes."  # nothing the user had is lost
 
 
+def test_the_needle_generator_loads_one_map_cell_and_the_run_marks_the_needle(app):
+    from ccviz.bench.haystack import make_haystack_case
+    from ccviz.figures import phrase_survival
+    from ccviz.figures.tokens import MARKED
+    from ccviz.models import load_tokenizer
+
+    app.select_slider(key="needle.length").set_value(500)
+    app.slider(key="needle.depth").set_value(30)
+    app.selectbox(key="needle.kind").set_value("identifier")
+    app.button(key="needle.generate").click().run()
+    assert not app.exception and not app.error
+    case = make_haystack_case(load_tokenizer("tiny-random"), "needle", 500, 0.3, kind="identifier")
+    assert app.text_area(key="doc.text").value == case.prompt  # the harness's own case, in the text box
+    assert app.toggle(key="doc.chat").value and app.number_input(key="run.max_new").value == case.max_new_tokens
+    assert case.answers[0] in app.success[0].value and "J = " in app.success[0].value
+    doc_tokens = int(app.number_input(key="run.J").value)
+    assert 0.24 * 480 <= doc_tokens <= 0.26 * 500  # 25% of the document, as the map's budget
+    app.selectbox(key="run.policy").set_value("sliding")
+    settle(app.button(key="btn.run").click().run())
+    assert not app.exception and not app.error
+    assert any("-badge[" in m.value and "needle evicted]" in m.value for m in app.markdown)  # a recency window lost a needle 30% deep
+    trace = app.session_state["done.run"].results[0]
+    needle = phrase_survival(trace, case.target)
+    assert needle.tokens and not needle.kept
+    context = app.html[-1].proto.body  # the refresh in context: the needle's tokens outlined, and the legend says so
+    assert context.count(MARKED) == len(needle.tokens) + 1 and "the needle" in context
+    app.selectbox(key="doc.sample").select_index(0).run()  # another document: nothing is marked any more
+    assert "doc.needle" not in app.session_state
+
+
 def test_surprise_page_highlights_and_shows_what_survives(app):
     app.switch_page("app_pages/surprise.py").run()
     set_document(app, DOC)

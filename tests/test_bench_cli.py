@@ -76,6 +76,12 @@ def test_a_rerun_resumes_instead_of_measuring_again(tmp_path, capsys):
         (["retention", "--set", "colour=red"], "--set takes FIELD=VALUE"),
         (["all", "--set", "cases=2"], "--set works with one task"),
         (["decode", "--threads", "0"], "--threads must be at least 1"),
+        (["retention", "--workers", "2"], "--workers and --ray spread the cells of the needle and ruler tasks"),
+        (["needle", "--workers", "0"], "--workers must be at least 1"),
+        (["needle", "--set", "budgets=2.5"], "a budget is a share of the document (at most 1) or a whole J"),
+        (["needle", "--set", "depths=0,1.5"], "depths must be at most 1"),
+        (["ruler", "--set", "tasks=common_words"], "tasks must be one of multikey, multivalue, variable_tracking"),
+        (["needle", "--workers", "2", "--model", "/no/such/folder"], "does not exist"),
     ],
 )
 def test_bad_bench_input_gives_one_line_error(args, message, tmp_path, capsys):
@@ -85,3 +91,15 @@ def test_bad_bench_input_gives_one_line_error(args, message, tmp_path, capsys):
     assert main(["bench", *args, "--out", str(tmp_path)]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("ccviz: error: ") and message in lines[0], lines
+
+
+def test_ray_without_the_extra_is_refused_in_one_line(tmp_path, capsys, monkeypatch):
+    import sys
+
+    from ccviz.cli import main
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if Ray were not installed
+    args = ["bench", "needle", "--quick", "--ray", "local", "--model", "tiny-random", "--out", str(tmp_path)]
+    assert main(args) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines[-1] == "ccviz: error: --ray needs Ray, an optional extra: pip install 'ccviz[cluster]'", lines

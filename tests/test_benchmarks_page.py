@@ -10,11 +10,13 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 import pandas as pd
+import plotly.io
 import pytest
 from conftest import bench_quick
 from streamlit.testing.v1 import AppTest
 
 from ccviz.bench.ablation import RETENTION_BUDGET, ablation_specs
+from ccviz.bench.command import TASKS
 from ccviz.bench.results import results_dir
 from ccviz.bench.retention import RetentionSettings
 from ccviz.figures.benchmarks import (
@@ -154,17 +156,18 @@ def test_page_plots_a_quick_run_with_provenance_tables_and_commands(monkeypatch,
     at = _page(monkeypatch, quick_results)
     assert not at.error and not at.warning
     assert [tab.label for tab in at.tabs] == ["Rare-fact retention", "Long-text perplexity", "Decode-heavy generation",
-                                              "Efficiency", "Score-variant ablation", "Budget allocation over layers and heads"]
+                                              "Efficiency", "Score-variant ablation", "Budget allocation over layers and heads",
+                                              "Needle", "RULER-style tasks"]
     meta = json.loads((quick_results / "retention.json").read_text())
     captions = " ".join(c.value for c in at.caption)
     assert f"`{meta['commit']}`" in captions and meta["machine"] in captions and "tiny-random" in captions
     flags = f"--quick --model tiny-random --out {quick_results}"
-    assert _commands(at) == [f"python -m ccviz bench {task} {flags}"
-                             for task in ("retention", "perplexity", "decode", "efficiency", "ablation", "allocation")]
+    assert _commands(at) == [f"python -m ccviz bench {task} {flags}" for task in TASKS]
 
     charts = [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
     titles = [chart["layout"]["title"]["text"] for chart in charts]
-    assert [t.split(" ")[0] for t in titles] == ["Fact", "Answer", "Long-text", "Decode-heavy", "Refresh", "Refresh"]
+    assert [t.split(" ")[0] for t in titles] == ["Fact", "Answer", "Long-text", "Decode-heavy", "Refresh", "Refresh",
+                                                 "Fact", "Fact", "Answer"]  # the needle map, then RULER's two
     summary = pd.read_csv(quick_results / "retention_summary.csv")
     for trace in charts[0]["data"]:  # what is drawn is what the harness summarised
         rows = summary[summary.policy == trace["name"]]
@@ -181,7 +184,7 @@ def test_page_plots_a_quick_run_with_provenance_tables_and_commands(monkeypatch,
     text = " ".join(m.value for m in at.markdown)
     assert "Fact survival" in text and "full cache" in text and "refresh / forward" in text  # the report's tables
     assert "Rare-fact retention per cell" in text and "layers holding the fact" in text and "vs uniform" in text
-    assert text.count("What differs from the paper") == 6
+    assert text.count("What differs from the paper") == 8
 
 
 def test_page_switches_to_a_follow_up_folder_and_gives_its_own_command(monkeypatch, quick_results, tmp_path):
@@ -193,7 +196,7 @@ def test_page_switches_to_a_follow_up_folder_and_gives_its_own_command(monkeypat
     at = _page(monkeypatch, root)
     box = at.selectbox(key="bench.folder")
     assert box.options == [str(root), str(sinks)] and box.value == str(root)
-    assert len(at.tabs) == 6 and any("Everything on this page" in m.value for m in at.markdown)
+    assert len(at.tabs) == len(TASKS) and any("Everything on this page" in m.value for m in at.markdown)
 
     box.select(str(sinks)).run()
     assert not at.exception and not at.error and not at.warning
@@ -230,8 +233,7 @@ def test_page_on_an_empty_folder_says_which_command_produces_results(monkeypatch
     at = _page(monkeypatch, tmp_path)
     assert not at.error and not at.get("plotly_chart")
     assert f"python -m ccviz bench all --out {tmp_path}" in at.info[0].value
-    assert _commands(at) == [f"python -m ccviz bench {task} --out {tmp_path}"
-                             for task in ("retention", "perplexity", "decode", "efficiency", "ablation", "allocation")]
+    assert _commands(at) == [f"python -m ccviz bench {task} --out {tmp_path}" for task in TASKS]
 
 
 def test_page_reads_the_published_results_wherever_the_server_started(monkeypatch, tmp_path):
@@ -245,3 +247,24 @@ def test_page_reads_the_published_results_wherever_the_server_started(monkeypatc
     assert not at.exception and not at.error
     assert at.selectbox(key="bench.folder").value == str(ROOT / "bench" / "results")
     assert [tab.label for tab in at.tabs][0] == "Rare-fact retention"
+
+
+def test_needle_tab_draws_each_policys_map_and_its_difference_from_the_summary(monkeypatch, quick_results):
+    at = _page(monkeypatch, quick_results)
+    summary = pd.read_csv(quick_results / "needle_summary.csv")
+    picker = at.selectbox(key="bench.needle.policy")
+    assert picker.options == ["sliding", "streaming_llm", "tova", "full"]  # the quick run's policies, the ceiling last
+    picker.select("tova").run()
+    at.segmented_control(key="bench.needle.measure").set_value("accuracy").run()
+    at.selectbox(key="bench.needle.against").select("sliding").run()
+    assert not at.exception and not at.error
+    figures = [plotly.io.from_json(c.proto.spec) for c in at.get("plotly_chart")]
+    charts = {fig.layout.title.text: fig for fig in figures}
+    heat = charts["Answer accuracy: tova at J = 50% of the document"].data[0]
+    tova = summary[summary.policy == "tova"].sort_values(["depth", "length"])
+    assert [v for row in heat.z for v in row] == pytest.approx(list(tova.accuracy))
+    difference = charts["Answer accuracy: tova minus sliding"].data[0]
+    sliding = summary[summary.policy == "sliding"].sort_values(["depth", "length"])
+    assert [v for row in difference.z for v in row] == pytest.approx(list(tova.accuracy.to_numpy() - sliding.accuracy.to_numpy()))
+    text = " ".join(m.value for m in at.markdown)
+    assert "Survival by depth of the needle" in text and "multikey" in text and "variable_tracking" in text

@@ -177,6 +177,8 @@ HEATMAP_ROWS = "() => { const g = document.querySelector('.js-plotly-plot'); ret
 LIVE_ROWS = "() => { const i = document.querySelector(\"img[alt^='retention so far']\"); return i ? parseInt(i.alt.split(': ')[1]) : 0; }"
 WHITE_PAPER = 'style="fill: rgb(255, 255, 255); fill-opacity: 1;"'  # Plotly's paper rectangle, white and opaque
 FINAL_VIEW = "button:has-text('Download all figures')"  # only under a finished run's view, never the live one
+NEEDLE_HEATMAP = ("() => [...document.querySelectorAll('.js-plotly-plot')].some(g => g.data && g.data[0].type === 'heatmap' "
+                  "&& (g.layout.yaxis.title.text || '') === 'needle depth' && g.calcdata && g.calcdata[0][0].z.length > 0)")
 PLOTLY_TRACES = "() => [...document.querySelectorAll('.js-plotly-plot')].map(g => g.data.length)"
 
 
@@ -355,6 +357,12 @@ def test_a_deep_link_as_a_fresh_servers_first_request_gets_the_whole_app(tiny_ap
         page.wait_for_selector("h1:has-text('Benchmarks')")
         menu = page.locator("[data-testid='stSidebarNav']").inner_text()
         assert "Run & retention" in menu and "Traces" in menu, menu  # app.py's menu, not file names
+        _no_exception(page)
+        # The published needle map renders as a real Plotly heatmap (depth down, length across).
+        page.get_by_role("tab", name="Needle", exact=True).click()
+        page.wait_for_function(NEEDLE_HEATMAP, timeout=RUN_TIMEOUT_MS)
+        title = page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')].map(g => g.layout.title.text)")
+        assert any(t.startswith("Fact survival: sliding") for t in title), title
         _no_exception(page)
 
 

@@ -24,6 +24,7 @@ from ..fields import check_whole, parse_value
 
 TASKS = ("retention", "perplexity", "decode", "efficiency", "ablation", "allocation", "needle", "ruler")  # in the order ``all`` runs them
 DISPATCHED = ("needle", "ruler")  # tasks of independent cells: --workers and --ray spread them
+QUICK_POLICIES = 4  # needle and ruler with --quick and no --policy: the first registered ones (full, sliding, streaming_llm, tova)
 PROBES = ("overhead", "memory", "cost", "attention")  # engine probes: a text report each, never part of ``all``
 
 
@@ -34,7 +35,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                             "(overhead: decode speed against model.generate; memory: peak RSS against length; "
                             "cost: counter-causal refresh cost; attention: the attention policies' costs), which "
                             "prints a report and saves it as OUT/NAME.txt (not part of 'all')")
-    bench.add_argument("--quick", action="store_true", help="tiny settings, for CI (well under 3 minutes)")
+    bench.add_argument("--quick", action="store_true", help="tiny settings, for CI (well under 3 minutes; needle and ruler "
+                                                            "measure the first four registered policies)")
     bench.add_argument("--out", type=Path, help="results folder (default $CCVIZ_BENCH_RESULTS, else bench/results "
                                                 "here; its quick/ folder with --quick)")
     bench.add_argument("--policy", action="append", default=[], metavar="SPEC",
@@ -121,7 +123,8 @@ def main(args: argparse.Namespace) -> None:
     for task in tasks:
         if task in DISPATCHED:
             runner = needle.run_needle if task == "needle" else needle.run_ruler
-            runner(lm, specs or registered_specs(), settings[task], out, workers=workers, model_args=model_args, **common)
+            chosen = specs or registered_specs()[: QUICK_POLICIES if args.quick else None]
+            runner(lm, chosen, settings[task], out, workers=workers, model_args=model_args, **common)
         elif task in ("ablation", "allocation"):
             {"ablation": ablation, "allocation": allocation}[task].run(lm, args.quick, out, specs=specs or None, **common)
         elif task == "efficiency":

@@ -218,8 +218,8 @@ def make_haystack_case(tokenizer, task: str, length: int, depth: float | None = 
         raise CcvizError("a needle case needs a depth between 0 and 1")
     if depth is not None and not 0.0 <= float(depth) <= 1.0:
         raise CcvizError(f"the needle depth must be between 0 and 1, got {depth}")
-    for _ in range(20):  # a value the hay happens to contain is drawn again (never seen with these pools)
-        case = _attempt(tokenizer, task, length, depth, trial, kind, seed, _)
+    for redraw in range(20):  # a value the hay happens to contain is drawn again (never seen with these pools)
+        case = _attempt(tokenizer, task, length, depth, trial, kind, seed, redraw)
         if case is not None:
             return case
     raise RuntimeError(f"generator bug: no unique values for {task} at {length} tokens")

@@ -15,15 +15,16 @@ resumes where it stopped.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 import pandas as pd
 
 from ..engine import generate
 from ..errors import CcvizError
-from ..fields import Validated, choice, is_whole, number, whole
+from ..fields import Validated, choice, number, whole
 from ..models import LoadedModel, model_name
 from .dispatch import Workers, measure_cells
 from .haystack import KINDS, RULER_TASKS, HaystackCase, make_haystack_case
@@ -43,27 +44,31 @@ FULL = PolicySpec("full")
 SPREAD = ""  # the depth column of a case whose needles the seed spreads (the RULER tasks)
 
 
-def _check_budgets(budgets: tuple[float, ...]) -> None:
-    for budget in budgets:
-        if budget > 1 and not (is_whole(budget) or float(budget).is_integer()):
-            raise CcvizError(f"a budget is a share of the document (at most 1) or a whole J, got {budget}")
+class _Grid(Validated):
+    """Settings that name every cell: a budget above 1 is a fixed J, so it must be whole."""
+
+    budgets: tuple[float, ...]
+    sizes: tuple[str, ...]  # the fields whose lengths multiply into the cells per policy (with the trials)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for budget in self.budgets:
+            if budget > 1 and not float(budget).is_integer():
+                raise CcvizError(f"a budget is a share of the document (at most 1) or a whole J, got {budget}")
+
+    @property
+    def cells_per_policy(self) -> int:
+        return self.trials * len(self.budgets) * math.prod(len(getattr(self, name)) for name in self.sizes)
 
 
 @dataclass(frozen=True)
-class NeedleSettings(Validated):
+class NeedleSettings(_Grid):
     lengths: tuple[int, ...] = whole("lengths", 200, default=(500, 1000, 2000, 3500, 5000, 7500), maximum=8000, each=True)
     depths: tuple[float, ...] = number("depths", 0, 1, default=(0.0, 0.167, 0.333, 0.5, 0.667, 0.833, 1.0), each=True)
     budgets: tuple[float, ...] = number("budgets", 0, default=(0.25,), each=True)  # <= 1: share of the document; > 1: J
     trials: int = whole("trials", 1, default=1)  # needles per cell; the needle's kind cycles over the map
     seed: int = whole("seed", 0, default=0)
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        _check_budgets(self.budgets)
-
-    @property
-    def cells_per_policy(self) -> int:
-        return len(self.lengths) * len(self.depths) * self.trials * len(self.budgets)
+    sizes: ClassVar[tuple[str, ...]] = ("lengths", "depths")
 
     @classmethod
     def quick(cls) -> "NeedleSettings":
@@ -71,20 +76,13 @@ class NeedleSettings(Validated):
 
 
 @dataclass(frozen=True)
-class RulerSettings(Validated):
+class RulerSettings(_Grid):
     tasks: tuple[str, ...] = choice("tasks", RULER_TASKS, default=RULER_TASKS, each=True)
     lengths: tuple[int, ...] = whole("lengths", 200, default=(1000, 2000), maximum=8000, each=True)
     budgets: tuple[float, ...] = number("budgets", 0, default=(0.1, 0.25, 0.5), each=True)
     trials: int = whole("trials", 1, default=3)  # cases per task x length; the needles' kind cycles with the trial
     seed: int = whole("seed", 0, default=0)
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        _check_budgets(self.budgets)
-
-    @property
-    def cells_per_policy(self) -> int:
-        return len(self.tasks) * len(self.lengths) * self.trials * len(self.budgets)
+    sizes: ClassVar[tuple[str, ...]] = ("tasks", "lengths")
 
     @classmethod
     def quick(cls) -> "RulerSettings":

@@ -45,9 +45,9 @@ def _axes(fig: go.Figure, cells: pd.DataFrame, title: str) -> go.Figure:
     return fig
 
 
-def _stack(*grids: pd.DataFrame) -> np.ndarray:
-    """Grids of the same shape as one [depths, lengths, k] array: what a hover reads as customdata[i]."""
-    return np.stack([grid.to_numpy(dtype=object) for grid in grids], axis=-1)
+def _stack(*grids: pd.DataFrame) -> list:
+    """Grids of the same shape as one [depths][lengths][k] list: what a hover reads as customdata[i]."""
+    return np.stack([grid.to_numpy(dtype=object) for grid in grids], axis=-1).tolist()
 
 
 def _counts(cells: pd.DataFrame, measure: str) -> pd.Series:
@@ -65,9 +65,9 @@ def needle_map_figure(summary: pd.DataFrame, policy: str, budget: float | None =
     hover = _grid(cells, "interval"), _grid(cells, "other"), _grid(cells, "cache_size_mean")
     other = "answered" if measure == "survival" else "survived"
     fig = go.Figure(go.Heatmap(
-        z=values.to_numpy(), x=[str(int(c)) for c in values.columns], y=[_depth(d) for d in values.index],
+        z=values.to_numpy().tolist(), x=[str(int(c)) for c in values.columns], y=[_depth(d) for d in values.index],
         zmin=0, zmax=1, colorscale=MAP_SCALE, colorbar=dict(title=measure, tickformat=".0%"),
-        text=labels.to_numpy(), texttemplate="%{text}", customdata=_stack(*hover),
+        text=labels.to_numpy().tolist(), texttemplate="%{text}", customdata=_stack(*hover),
         hovertemplate=(f"<b>{policy}</b><br>length %{{x}} tokens, depth %{{y}}<br>{RATES[measure][1]}: %{{text}} "
                        f"(%{{z:.0%}}, 95% %{{customdata[0]}})<br>{other}: %{{customdata[1]}}<br>J = %{{customdata[2]:.0f}}<extra></extra>"),
     ))
@@ -86,9 +86,9 @@ def needle_difference_figure(summary: pd.DataFrame, policy: str, other: str, bud
     values = _grid(both, "delta")
     labels, theirs_labels = _grid(both, "counts"), _grid(both, "counts_other")
     fig = go.Figure(go.Heatmap(
-        z=values.to_numpy(), x=[str(int(c)) for c in values.columns], y=[_depth(d) for d in values.index],
+        z=values.to_numpy().tolist(), x=[str(int(c)) for c in values.columns], y=[_depth(d) for d in values.index],
         zmin=-1, zmax=1, zmid=0, colorscale=DIFFERENCE_SCALE, colorbar=dict(title="difference", tickformat="+.0%"),
-        text=values.map(lambda v: f"{v:+.0%}").to_numpy(), texttemplate="%{text}",
+        text=values.map(lambda v: f"{v:+.0%}").to_numpy().tolist(), texttemplate="%{text}",
         customdata=_stack(labels, theirs_labels),
         hovertemplate=(f"length %{{x}} tokens, depth %{{y}}<br><b>{policy}</b>: %{{customdata[0]}}<br>"
                        f"<b>{other}</b>: %{{customdata[1]}}<br>difference %{{z:+.0%}}<extra></extra>"),

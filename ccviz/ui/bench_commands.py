@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..bench import ablation, allocation, efficiency
+from ..bench.command import DISPATCHED, QUICK_POLICIES
 from ..bench.decode import DecodeSettings
 from ..bench.efficiency import EfficiencySettings
 from ..bench.needle import NeedleSettings, RulerSettings
@@ -69,6 +70,8 @@ def _policy_flags(task: str, measured: set[str], complete: bool, quick: bool) ->
     elif task == "allocation":
         default = {spec.label for spec in allocation.allocation_specs()}
         complete = complete and not quick  # quick measures the first policy under each allocation
+    elif task in DISPATCHED:
+        default = {spec.label for spec in registered_specs()[: QUICK_POLICIES if quick else None]} - {FULL}
     else:
         default = {spec.label for spec in registered_specs()} - {FULL}
     if measured - default or (complete and measured and measured != default):
