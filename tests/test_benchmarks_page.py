@@ -213,13 +213,16 @@ def test_page_shows_partial_missing_and_unreadable_results_plainly(monkeypatch, 
     shutil.copytree(quick_results, folder)
     rows = pd.read_csv(folder / "retention.csv")
     rows[rows.case == 0].to_csv(folder / "retention.csv", index=False)  # as if stopped after the first case
+    needles = pd.read_csv(folder / "needle.csv")
+    needles[needles.length == needles.length.min()].to_csv(folder / "needle.csv", index=False)  # the short column only
     for name in ("perplexity", "ablation_perplexity"):
         for path in folder.glob(f"{name}*"):
             path.unlink()
     at = _page(monkeypatch, folder)
     warnings = [w.value for w in at.warning]
-    assert len(warnings) == 2 and "retention: 1 of 2 cases so far" in warnings[0]
+    assert len(warnings) == 3 and "retention: 1 of 2 cases so far" in warnings[0]
     assert "ablation_perplexity: not started yet" in warnings[1]
+    assert "needle: 3 of 6 cells per policy so far (contexts up to 300 tokens)" in warnings[2]
     assert any(f"No results in `{folder}` yet" in m.value for m in at.markdown)
     assert f"python -m ccviz bench perplexity --quick --model tiny-random --out {folder}" in _commands(at)
     assert not at.error

@@ -132,14 +132,13 @@ def _grid_gaps(task: str, rows: pd.DataFrame, settings: dict[str, Any]) -> list[
     fields = {k: tuple(v) if isinstance(v, list) else v for k, v in settings.items() if k in grid.__dataclass_fields__}
     expected = grid(**fields).cells_per_policy
     done = evicting(rows).groupby("policy", sort=False).size()
-    short = {policy: count for policy, count in done.items() if count < expected}
     if done.empty:
         return [f"{task}: no evicting policy measured yet"]
-    if not short:
+    if done.min() >= expected:
         return []
-    largest = int(rows["length"].max())
-    return [f"{task}: {', '.join(f'{p} {c}' for p, c in short.items())} of {expected} cells so far "
-            f"(contexts up to {largest} tokens measured)"]
+    low, high = int(done.min()), int(done.max())
+    counts = f"{low}" if low == high else f"{low}-{high}"
+    return [f"{task}: {counts} of {expected} cells per policy so far (contexts up to {int(rows['length'].max())} tokens)"]
 
 
 def _efficiency_gaps(refresh: pd.DataFrame, e2e: pd.DataFrame, settings: dict[str, Any]) -> list[str]:
