@@ -248,3 +248,17 @@ def test_map_summary_pools_trials_with_wilson_intervals():
     (cell,) = summarise_map(rows).itertuples()
     assert (cell.n, cell.survived, cell.survival, cell.answered) == (4, 3, 0.75, 1)
     assert cell.survival_low == pytest.approx(0.3006, abs=1e-3) and cell.survival_high == pytest.approx(0.9544, abs=1e-3)
+
+
+def test_bench_report_draws_one_svg_map_per_policy(quick_map, tmp_path):
+    from ccviz.bench.plots import write_plots
+    from ccviz.bench.results import load_results
+
+    out, specs, summary, rows = quick_map
+    written = {path.name: path.read_text() for path in write_plots(load_results(out), tmp_path)}
+    assert {"needle-full.svg", "needle-sliding.svg", "needle-snapkv.svg"} <= set(written)
+    sliding = written["needle-sliding.svg"]
+    cells = summary[summary.policy == "sliding"]
+    assert sliding.count("<rect") == 1 + len(cells) and "Needle survival: sliding at J = 50%" in sliding
+    labels = re.findall(r'fill="white">(\d+/\d+)</text>', sliding)
+    assert sorted(labels) == sorted(f"{int(k)}/{int(n)}" for k, n in zip(cells.survived, cells.n))

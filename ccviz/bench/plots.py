@@ -1,6 +1,7 @@
 """Dependency-free SVG line charts of the benchmark summaries, for docs/benchmarks.md#reading-the-results (the app draws its own).
 
-One chart per question: survival and accuracy vs budget, perplexity vs budget, refresh cost vs n.
+One chart per question: survival and accuracy vs budget, perplexity vs budget, refresh cost vs n,
+and one needle map per policy (survival per depth x context length).
 Plain SVG text, so the figures are reproducible byte for byte and need no plotting library.
 """
 
@@ -75,6 +76,40 @@ def line_chart(series: dict[str, list[tuple[float, float]]], *, title: str, x_la
     return "\n".join(out)
 
 
+def heatmap_chart(cells: pd.DataFrame, *, title: str, value: str = "survival", hits: str = "survived") -> str:
+    """An SVG needle map: depth down (0% on top), context length across, each cell shaded from red (0) to
+    green (1) by ``value`` and labelled with ``hits``/n; an unmeasured cell is left white."""
+    lengths, depths = sorted(cells["length"].unique()), sorted(cells["depth"].unique())
+    size, left, top = 64, 70, 40
+    width, height = left + size * len(lengths) + 20, top + size * len(depths) + 50
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="12">',
+        f'<rect width="{width}" height="{height}" fill="white"/>',
+        f'<text x="{left}" y="18" font-size="14" font-weight="bold">{escape(title)}</text>',
+    ]
+    at = cells.set_index(["depth", "length"])
+    for i, depth in enumerate(depths):
+        y = top + i * size
+        out.append(f'<text x="{left - 6}" y="{y + size / 2 + 4:.0f}" text-anchor="end">{float(depth):.0%}</text>')
+        for j, length in enumerate(lengths):
+            x = left + j * size
+            if (depth, length) not in at.index:
+                out.append(f'<rect x="{x}" y="{y}" width="{size}" height="{size}" fill="white" stroke="#ccc"/>')
+                continue
+            cell = at.loc[(depth, length)]
+            rate = float(cell[value])
+            red, green = round(201 + (43 - 201) * rate), round(42 + (138 - 42) * rate)
+            out.append(f'<rect x="{x}" y="{y}" width="{size}" height="{size}" fill="rgb({red},{green},62)" stroke="white"/>')
+            out.append(f'<text x="{x + size / 2}" y="{y + size / 2 + 4:.0f}" text-anchor="middle" fill="white">'
+                       f'{int(cell[hits])}/{int(cell["n"])}</text>')
+    for j, length in enumerate(lengths):
+        out.append(f'<text x="{left + j * size + size / 2}" y="{top + size * len(depths) + 16}" text-anchor="middle">{int(length)}</text>')
+    out.append(f'<text x="{left + size * len(lengths) / 2}" y="{height - 10}" text-anchor="middle">context length (tokens)</text>')
+    out.append(f'<text transform="translate(14 {top + size * len(depths) / 2}) rotate(-90)" text-anchor="middle">needle depth</text>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
 def _by_policy(summary: pd.DataFrame, x: str, y: str, scale: float = 1.0) -> dict[str, list[tuple[float, float]]]:
     return {policy: [(float(a), float(b) * scale) for a, b in zip(group[x], group[y])]
             for policy, group in summary.groupby("policy", sort=False)}
@@ -82,7 +117,7 @@ def _by_policy(summary: pd.DataFrame, x: str, y: str, scale: float = 1.0) -> dic
 
 def write_plots(results: dict, directory: Path) -> list[Path]:
     """Write every chart the available summaries allow; return the files written."""
-    frames = {name: results.get(name) for name in ("retention_summary", "perplexity_summary", "efficiency_refresh")}
+    frames = {name: results.get(name) for name in ("retention_summary", "perplexity_summary", "efficiency_refresh", "needle_summary")}
     frames = {name: frame for name, frame in frames.items() if frame is not None and not frame.empty}
     labels = dict.fromkeys(label for frame in frames.values() for label in frame["policy"] if label != "full")
     style = {"colours": {label: PALETTE[i % len(PALETTE)] for i, label in enumerate(labels)}}
@@ -105,6 +140,12 @@ def write_plots(results: dict, directory: Path) -> list[Path]:
         charts["refresh.svg"] = line_chart(
             _by_policy(frames["efficiency_refresh"], "n", "ratio"), log_x=True, **style,
             title="Refresh cost / one forward over n tokens", x_label="cached tokens n", y_label="ratio")
+    if "needle_summary" in frames:  # one map per policy and budget (the full cache at its own)
+        for (policy, budget), cells in frames["needle_summary"].groupby(["policy", "budget"], sort=False):
+            at = "" if policy == "full" else f" at J = {budget:.0%}" if budget <= 1 else f" at J = {int(budget)}"
+            suffix = "" if policy == "full" or frames["needle_summary"]["budget"].nunique() <= 2 else f"-{budget:g}"
+            charts[f"needle-{policy.replace(':', '-').replace('=', '-').replace(',', '-')}{suffix}.svg"] = heatmap_chart(
+                cells, title=f"Needle survival: {policy}{at}")
     written = []
     for name, svg in charts.items():
         path = Path(directory) / name
