@@ -5,6 +5,7 @@ trace, the maps and difference maps against the rows, and the same rows from eve
 from __future__ import annotations
 
 import importlib.util
+import math
 import re
 from dataclasses import replace
 
@@ -262,3 +263,18 @@ def test_bench_report_draws_one_svg_map_per_policy(quick_map, tmp_path):
     assert sliding.count("<rect") == 1 + len(cells) and "Needle survival: sliding at J = 50%" in sliding
     labels = re.findall(r'fill="white">(\d+/\d+)</text>', sliding)
     assert sorted(labels) == sorted(f"{int(k)}/{int(n)}" for k, n in zip(cells.survived, cells.n))
+
+
+def test_a_partial_map_leaves_unmeasured_cells_blank_and_without_hover():
+    cell = dict(policy="tova", budget=0.25, n=1, answered=0, accuracy=0.0, accuracy_low=0.0, accuracy_high=0.79,
+                survival_low=0.0, survival_high=0.79, cache_size_mean=120.0)
+    summary = pd.DataFrame([
+        {**cell, "length": 500, "depth": 0.0, "survived": 1, "survival": 1.0},
+        {**cell, "length": 500, "depth": 1.0, "survived": 0, "survival": 0.0},
+        {**cell, "length": 1000, "depth": 0.0, "survived": 0, "survival": 0.0},  # (1000, 100%) not measured yet
+    ])
+    heat = needle_map_figure(summary, "tova", 0.25).data[0]
+    assert [list(r) for r in heat.text] == [["1/1", "0/1"], ["0/1", ""]] and heat.hoverongaps is False
+    assert math.isnan(heat.z[1][1]) and list(heat.customdata[1][1]) == ["", "", ""]
+    difference = needle_difference_figure(summary, "tova", "tova", 0.25).data[0]
+    assert [list(r) for r in difference.text] == [["+0%", "+0%"], ["+0%", ""]]

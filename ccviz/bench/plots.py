@@ -81,7 +81,8 @@ def heatmap_chart(cells: pd.DataFrame, *, title: str, value: str = "survival", h
     green (1) by ``value`` and labelled with ``hits``/n; an unmeasured cell is left white."""
     lengths, depths = sorted(cells["length"].unique()), sorted(cells["depth"].unique())
     size, left, top = 64, 70, 40
-    width, height = left + size * len(lengths) + 20, top + size * len(depths) + 50
+    width = max(left + size * len(lengths) + 20, left + 8 * len(title))  # a partial map still shows its title
+    height = top + size * len(depths) + 50
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="12">',
         f'<rect width="{width}" height="{height}" fill="white"/>',

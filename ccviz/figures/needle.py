@@ -32,8 +32,14 @@ def map_cells(summary: pd.DataFrame, policy: str, budget: float | None = None) -
 
 
 def _grid(cells: pd.DataFrame, column: str) -> pd.DataFrame:
+    """``column`` per depth (rows) x length (columns); a cell not measured yet is NaN (blank in a label)."""
     table = cells.pivot(index="depth", columns="length", values=column)
     return table.sort_index().reindex(sorted(table.columns), axis=1)
+
+
+def _labels(grid: pd.DataFrame) -> list:
+    """Cell labels with the cells not measured yet left blank (a partial run)."""
+    return grid.astype(object).where(grid.notna(), "").to_numpy().tolist()
 
 
 def _axes(fig: go.Figure, cells: pd.DataFrame, title: str) -> go.Figure:
@@ -47,7 +53,7 @@ def _axes(fig: go.Figure, cells: pd.DataFrame, title: str) -> go.Figure:
 
 def _stack(*grids: pd.DataFrame) -> list:
     """Grids of the same shape as one [depths][lengths][k] list: what a hover reads as customdata[i]."""
-    return np.stack([grid.to_numpy(dtype=object) for grid in grids], axis=-1).tolist()
+    return np.stack([np.array(_labels(grid), dtype=object) for grid in grids], axis=-1).tolist()
 
 
 def _counts(cells: pd.DataFrame, measure: str) -> pd.Series:
@@ -66,8 +72,8 @@ def needle_map_figure(summary: pd.DataFrame, policy: str, budget: float | None =
     other = "answered" if measure == "survival" else "survived"
     fig = go.Figure(go.Heatmap(
         z=values.to_numpy().tolist(), x=[str(int(c)) for c in values.columns], y=[_depth(d) for d in values.index],
-        zmin=0, zmax=1, colorscale=MAP_SCALE, colorbar=dict(title=measure, tickformat=".0%"),
-        text=labels.to_numpy().tolist(), texttemplate="%{text}", customdata=_stack(*hover),
+        zmin=0, zmax=1, colorscale=MAP_SCALE, hoverongaps=False, colorbar=dict(title=measure, tickformat=".0%"),
+        text=_labels(labels), texttemplate="%{text}", customdata=_stack(*hover),
         hovertemplate=(f"<b>{policy}</b><br>length %{{x}} tokens, depth %{{y}}<br>{RATES[measure][1]}: %{{text}} "
                        f"(%{{z:.0%}}, 95% %{{customdata[0]}})<br>{other}: %{{customdata[1]}}<br>J = %{{customdata[2]:.0f}}<extra></extra>"),
     ))
@@ -87,8 +93,8 @@ def needle_difference_figure(summary: pd.DataFrame, policy: str, other: str, bud
     labels, theirs_labels = _grid(both, "counts"), _grid(both, "counts_other")
     fig = go.Figure(go.Heatmap(
         z=values.to_numpy().tolist(), x=[str(int(c)) for c in values.columns], y=[_depth(d) for d in values.index],
-        zmin=-1, zmax=1, zmid=0, colorscale=DIFFERENCE_SCALE, colorbar=dict(title="difference", tickformat="+.0%"),
-        text=values.map(lambda v: f"{v:+.0%}").to_numpy().tolist(), texttemplate="%{text}",
+        zmin=-1, zmax=1, zmid=0, colorscale=DIFFERENCE_SCALE, hoverongaps=False, colorbar=dict(title="difference", tickformat="+.0%"),
+        text=_labels(values.map(lambda v: f"{v:+.0%}", na_action="ignore")), texttemplate="%{text}",
         customdata=_stack(labels, theirs_labels),
         hovertemplate=(f"length %{{x}} tokens, depth %{{y}}<br><b>{policy}</b>: %{{customdata[0]}}<br>"
                        f"<b>{other}</b>: %{{customdata[1]}}<br>difference %{{z:+.0%}}<extra></extra>"),
