@@ -38,7 +38,7 @@ def _paired(cells: pd.DataFrame, uniform: pd.DataFrame, key: str) -> Iterator[tu
 def retention(results: Path) -> None:
     cells = read_frame(results / "allocation" / "allocation_retention.csv")
     uniform = read_frame(results / "retention.csv")
-    print("| policy | allocation | J | cases | survival: uniform / this | kept / lost vs uniform | layers holding the fact | answered: uniform / this |")
+    print("| policy | allocation | J | cases | survival: uniform / this | kept / lost vs uniform | layers holding the fact | answered: uniform / this (sign test) |")
     print("|---|---|---|---|---|---|---|---|")
     for name, allocation, budget, group, base in _paired(cells, uniform, "case"):
         mine, theirs = group["survived"].astype(int).to_numpy(), base["survived"].astype(int).to_numpy()
@@ -46,9 +46,10 @@ def retention(results: Path) -> None:
         answered = pd.to_numeric(group["answered"], errors="coerce").notna().to_numpy()
         mine_a = pd.to_numeric(group["answered"], errors="coerce").to_numpy()[answered]
         theirs_a = pd.to_numeric(base["answered"], errors="coerce").to_numpy()[answered]
+        right, wrong = int(((mine_a == 1) & (theirs_a == 0)).sum()), int(((mine_a == 0) & (theirs_a == 1)).sum())
         print(f"| {name} | {allocation} | {budget:.0%} | {len(group)} | {theirs.mean():.0%} / {mine.mean():.0%} | "
               f"+{gained} / -{lost} (p {sign_test(gained, lost):.2g}) | {group['layer_share'].mean():.0%} | "
-              f"{int(theirs_a.sum())} / {int(mine_a.sum())} of {int(answered.sum())} |")
+              f"{int(theirs_a.sum())} / {int(mine_a.sum())} of {int(answered.sum())} (p {sign_test(right, wrong):.2g}) |")
 
 
 def perplexity(results: Path) -> None:
