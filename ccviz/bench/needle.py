@@ -30,7 +30,7 @@ from .dispatch import Workers, measure_cells
 from .haystack import KINDS, RULER_TASKS, HaystackCase, make_haystack_case
 from .metrics import answer_matches, binomial_rate, cache_before
 from .results import ResultTable, write_summary
-from .spans import prompt_tokens
+from .spans import PromptTokens, prompt_tokens
 from .specs import PolicySpec
 
 COLUMNS = [
@@ -105,6 +105,11 @@ class Cell:
     def case(self, tokenizer) -> HaystackCase:
         return make_haystack_case(tokenizer, self.task, self.length, self.depth, trial=self.trial, kind=self.kind, seed=self.seed)
 
+    @property
+    def depth_column(self) -> float | str:
+        """The depth as the result rows key it (RULER's seed-spread needles: blank)."""
+        return SPREAD if self.depth is None else self.depth
+
     def __str__(self) -> str:
         where = "" if self.depth is None else f" at depth {self.depth:.0%}"
         return f"{self.task} {self.length} tokens{where}, trial {self.trial}, {self.spec.label}, budget {self.budget}"
@@ -115,13 +120,19 @@ def cache_size_for(budget: float, doc_tokens: int) -> int:
     return int(budget) if budget > 1 else max(1, round(budget * doc_tokens))
 
 
+def document_tokens(tokenizer, case: HaystackCase) -> tuple[PromptTokens, int, int]:
+    """The case's prompt as the engine encodes it, the timestep of its first question token, and the
+    document's token count (what a budget share is a share of)."""
+    tokens = prompt_tokens(tokenizer, case.prompt)
+    question = tokens.first_timestep(case.question_start)
+    return tokens, question, question - tokens.text_start
+
+
 def measure_cell(lm: LoadedModel, cell: Cell) -> dict[str, Any]:
     """Run one cell's case under its policy and budget (greedy); its result row."""
     case = cell.case(lm.tokenizer)
-    tokens = prompt_tokens(lm.tokenizer, case.prompt)
-    question = tokens.first_timestep(case.question_start)
+    tokens, question, doc_tokens = document_tokens(lm.tokenizer, case)
     required = sorted({t for start, end in case.required for t in tokens.timesteps(start, end)})
-    doc_tokens = question - tokens.text_start
     cache_size = cache_size_for(cell.budget, doc_tokens)
     trace = generate(lm, case.prompt, policy=cell.spec.build(), cache_size=cache_size,
                      max_new_tokens=case.max_new_tokens, **cell.spec.run_settings(cache_size))
@@ -129,7 +140,7 @@ def measure_cell(lm: LoadedModel, cell: Cell) -> dict[str, Any]:
     kept = sum(t in cached for t in required)
     found = [answer_matches(trace.output_text, answer) for answer in case.answers]
     return {
-        "task": cell.task, "length": cell.length, "depth": SPREAD if cell.depth is None else cell.depth,
+        "task": cell.task, "length": cell.length, "depth": cell.depth_column,
         "trial": cell.trial, "kind": cell.kind, "policy": cell.spec.label, "budget": cell.budget,
         "cache_size": cache_size, "chunk_size": trace.config["chunk_size"], "prompt_tokens": len(tokens.ids) - tokens.text_start,
         "doc_tokens": doc_tokens, "needle_depth": round((required[0] - tokens.text_start) / doc_tokens, 4),
@@ -175,7 +186,7 @@ def _run(name: str, lm: LoadedModel | None, cells: list[Cell], specs: list[Polic
     model = lm.name if lm is not None else model_name(model_args.get("name_or_path"))
     table = ResultTable(out, name, COLUMNS, KEY, {"model": model, **asdict(settings)}, fresh=fresh)
     table.pin_policies([FULL, *specs])
-    todo = [c for c in cells if not table.has(task=c.task, length=c.length, depth=SPREAD if c.depth is None else c.depth,
+    todo = [c for c in cells if not table.has(task=c.task, length=c.length, depth=c.depth_column,
                                               trial=c.trial, policy=c.spec.label, budget=c.budget)]
     log(f"{name}: {len(todo)} of {len(cells)} cells to measure")
     done = 0

@@ -23,11 +23,10 @@ def _depth(value: float) -> str:
 
 
 def map_cells(summary: pd.DataFrame, policy: str, budget: float | None = None) -> pd.DataFrame:
-    """One policy's cells at one budget (the full cache has one budget of its own), with labels."""
+    """One policy's cells at one budget (the full cache has one budget of its own)."""
     rows = summary[summary["policy"] == policy]
     if budget is not None and policy != FULL:
         rows = rows[rows["budget"] == budget]
-    rows = rows.assign(depth_label=rows["depth"].map(_depth), length_label=rows["length"].astype(int).astype(str))
     return rows.sort_values(["depth", "length"])
 
 
@@ -42,7 +41,7 @@ def _labels(grid: pd.DataFrame) -> list:
     return grid.astype(object).where(grid.notna(), "").to_numpy().tolist()
 
 
-def _axes(fig: go.Figure, cells: pd.DataFrame, title: str) -> go.Figure:
+def _axes(fig: go.Figure, title: str) -> go.Figure:
     fig.update_layout(
         title=dict(text=title, x=0.0), margin=MARGIN, height=440,
         xaxis=dict(title="context length (tokens)", type="category"),
@@ -78,7 +77,7 @@ def needle_map_figure(summary: pd.DataFrame, policy: str, budget: float | None =
                        f"(%{{z:.0%}}, 95% %{{customdata[0]}})<br>{other}: %{{customdata[1]}}<br>J = %{{customdata[2]:.0f}}<extra></extra>"),
     ))
     at = "" if policy == FULL or budget is None else f" at J = {_budget(budget)}"
-    return _axes(fig, cells, f"{RATES[measure][0]}: {policy}{at}")
+    return _axes(fig, f"{RATES[measure][0]}: {policy}{at}")
 
 
 def needle_difference_figure(summary: pd.DataFrame, policy: str, other: str, budget: float | None = None,
@@ -99,7 +98,7 @@ def needle_difference_figure(summary: pd.DataFrame, policy: str, other: str, bud
         hovertemplate=(f"length %{{x}} tokens, depth %{{y}}<br><b>{policy}</b>: %{{customdata[0]}}<br>"
                        f"<b>{other}</b>: %{{customdata[1]}}<br>difference %{{z:+.0%}}<extra></extra>"),
     ))
-    return _axes(fig, both, f"{RATES[measure][0]}: {policy} minus {other}")
+    return _axes(fig, f"{RATES[measure][0]}: {policy} minus {other}")
 
 
 def _budget(budget: float) -> str:

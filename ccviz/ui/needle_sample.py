@@ -13,7 +13,7 @@ import os
 import streamlit as st
 
 from ..bench.haystack import KINDS, TASKS, make_haystack_case, token_count
-from ..bench.needle import NeedleSettings, cache_size_for
+from ..bench.needle import NeedleSettings, cache_size_for, document_tokens
 from ..errors import CcvizError
 from ..models import load_tokenizer
 from .limits import max_tokens
@@ -46,8 +46,7 @@ def _generate() -> None:
     except CcvizError as err:
         state["doc.error"] = f"Could not generate the needle document: {err}"
         return
-    document_tokens = token_count(tokenizer, case.prompt[: case.question_start].rstrip())
-    cache_size = cache_size_for(BUDGET, document_tokens)
+    cache_size = cache_size_for(BUDGET, document_tokens(tokenizer, case)[2])  # as the map's cell measures it
     state["doc.text"], state["doc.chat"], state[NEEDLE_KEY] = case.prompt, True, case.target
     for page in ("run", "cmp"):
         state[f"{page}.max_new"] = case.max_new_tokens
