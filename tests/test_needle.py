@@ -17,10 +17,10 @@ from ccviz.bench.dispatch import Workers, measure_cells, threads_per_worker
 from ccviz.bench.haystack import KINDS, RULER_TASKS, SENTENCE_TOKENS, TASKS, make_haystack_case, token_count
 from ccviz.bench.metrics import fact_survived
 from ccviz.bench.needle import (
-    NeedleSettings, RulerSettings, cache_size_for, measure_cell, needle_cells, run_needle, run_ruler,
-    summarise_map, summarise_rates,
+    RULER_VARIANTS, NeedleSettings, RulerSettings, cache_size_for, measure_cell, needle_cells, ruler_specs, run_needle,
+    run_ruler, summarise_map, summarise_rates,
 )
-from ccviz.bench.specs import PolicySpec
+from ccviz.bench.specs import PolicySpec, parse_spec, registered_specs
 from ccviz.errors import CcvizError
 from ccviz.prompts import encode_prompt
 from ccviz.figures.needle import needle_difference_figure, needle_map_figure, ruler_figure
@@ -238,6 +238,13 @@ def test_ruler_tasks_run_for_every_policy_with_the_full_cache_as_ceiling(tiny, t
     assert [b.name for b in bars] == ["J = 50% of the document"]
     assert list(bars[0].y) == list(pooled[pooled.policy == "sliding"].survival)
     assert set(summary.columns) >= {"task", "policy", "budget", "length", "survival", "survival_low", "answer_share"}
+
+
+def test_ruler_defaults_add_a_word_unit_and_a_recency_hybrid_that_round_trip_as_labels():
+    # the rows are keyed by label: a label that did not parse back to its spec could not be resumed
+    assert ruler_specs() == [*registered_specs(), *RULER_VARIANTS]
+    assert [parse_spec(v.label) for v in RULER_VARIANTS] == list(RULER_VARIANTS)
+    assert [v.run_settings(100) for v in RULER_VARIANTS] == [{"granularity": "word", "pool": "max"}, {"recent": 25}]
 
 
 def test_map_summary_pools_trials_with_wilson_intervals():

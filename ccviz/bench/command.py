@@ -41,7 +41,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                                 "here; its quick/ folder with --quick)")
     bench.add_argument("--policy", action="append", default=[], metavar="SPEC",
                        help="policy spec NAME[:KEY=VALUE,...], repeatable (default: every registered policy; "
-                            "for ablation, the 24-variant grid; for allocation, each policy under each allocation)")
+                            "for ablation, the 24-variant grid; for allocation, each policy under each allocation; "
+                            "for ruler, also counter_causal_fast by words and with a recent window of J/4)")
     bench.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                        help="override a setting of the task (lists: comma-separated), e.g. cases=20 or budgets=0.1,0.5")
     bench.add_argument("--fresh", action="store_true", help="discard this task's earlier rows instead of resuming")
@@ -123,7 +124,8 @@ def main(args: argparse.Namespace) -> None:
     for task in tasks:
         if task in DISPATCHED:
             runner = needle.run_needle if task == "needle" else needle.run_ruler
-            chosen = specs or registered_specs()[: QUICK_POLICIES if args.quick else None]
+            defaults = needle.ruler_specs() if task == "ruler" else registered_specs()
+            chosen = specs or defaults[: QUICK_POLICIES if args.quick else None]
             runner(lm, chosen, settings[task], out, workers=workers, model_args=model_args, **common)
         elif task in ("ablation", "allocation"):
             {"ablation": ablation, "allocation": allocation}[task].run(lm, args.quick, out, specs=specs or None, **common)

@@ -31,7 +31,7 @@ from .haystack import KINDS, RULER_TASKS, HaystackCase, make_haystack_case
 from .metrics import answer_matches, binomial_rate, cache_before
 from .results import ResultTable, write_summary
 from .spans import PromptTokens, prompt_tokens
-from .specs import PolicySpec
+from .specs import PolicySpec, registered_specs
 
 COLUMNS = [
     "task", "length", "depth", "trial", "kind", "policy", "budget", "cache_size", "chunk_size", "prompt_tokens",
@@ -42,6 +42,13 @@ KEY = ["task", "length", "depth", "trial", "policy", "budget"]
 FULL_BUDGET = 1.0  # the full cache, once per case
 FULL = PolicySpec("full")
 SPREAD = ""  # the depth column of a case whose needles the seed spreads (the RULER tasks)
+# Variable tracking asks whether a chain of links survives, so the ruler task's default set adds the two
+# forms of counter-causal scoring that treat spans differently from a token: whole words (the ablation's
+# best unit) and a recent window of J/4 (the recency hybrid).
+RULER_VARIANTS = (
+    PolicySpec("counter_causal_fast", (("granularity", "word"), ("pool", "max"))),
+    PolicySpec("counter_causal_fast", (("recent_share", 0.25),)),
+)
 
 
 class _Grid(Validated):
@@ -204,6 +211,11 @@ def _run(name: str, lm: LoadedModel | None, cells: list[Cell], specs: list[Polic
         summary = summarise(table.frame())
         write_summary(out, name, summary)
     return summary
+
+
+def ruler_specs() -> list[PolicySpec]:
+    """The ruler task's default policies: every registered one, then :data:`RULER_VARIANTS`."""
+    return [*registered_specs(), *RULER_VARIANTS]
 
 
 def run_needle(lm: LoadedModel | None, specs: list[PolicySpec], settings: NeedleSettings, out: Path, *,
