@@ -17,6 +17,7 @@ from streamlit.testing.v1 import AppTest
 
 from ccviz.bench.ablation import RETENTION_BUDGET, ablation_specs
 from ccviz.bench.command import TASKS
+from ccviz.bench.needle import RULER_VARIANTS, RulerSettings
 from ccviz.bench.results import results_dir
 from ccviz.bench.retention import RetentionSettings
 from ccviz.figures.benchmarks import (
@@ -121,6 +122,12 @@ def test_the_reproduce_command_is_rebuilt_from_the_recorded_settings():
     assert "--policy" not in partial
     assert "--policy tova:normalize=True --threads" in reproduce_command(
         "retention", changed, {"tova:normalize=True"}, Path("/tmp/r"), complete=False)
+
+    # The ruler task's defaults are the registered policies and its two span variants: all of them, no --policy.
+    ruler = {"ruler": _meta(json.loads(json.dumps({"model": "SmolLM2-135M-Instruct", **asdict(RulerSettings())})))}
+    with_variants = everything | {spec.label for spec in RULER_VARIANTS}
+    assert reproduce_command("ruler", ruler, with_variants, results_dir(environ={}), complete=True) == "python -m ccviz bench ruler"
+    assert "--policy counter_causal_fast --policy" in reproduce_command("ruler", ruler, everything, Path("/r"), complete=True)
 
     quick = {"model": "tiny-random", **asdict(replace(RetentionSettings.quick(), budgets=(RETENTION_BUDGET,)))}
     corners = {ablation_specs()[0].label, ablation_specs()[-1].label}

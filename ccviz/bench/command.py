@@ -24,7 +24,6 @@ from ..fields import check_whole, parse_value
 
 TASKS = ("retention", "perplexity", "decode", "efficiency", "ablation", "allocation", "needle", "ruler")  # in the order ``all`` runs them
 DISPATCHED = ("needle", "ruler")  # tasks of independent cells: --workers and --ray spread them
-QUICK_POLICIES = 4  # needle and ruler with --quick and no --policy: the first registered ones (full, sliding, streaming_llm, tova)
 PROBES = ("overhead", "memory", "cost", "attention")  # engine probes: a text report each, never part of ``all``
 
 
@@ -124,8 +123,7 @@ def main(args: argparse.Namespace) -> None:
     for task in tasks:
         if task in DISPATCHED:
             runner = needle.run_needle if task == "needle" else needle.run_ruler
-            defaults = needle.ruler_specs() if task == "ruler" else registered_specs()
-            chosen = specs or defaults[: QUICK_POLICIES if args.quick else None]
+            chosen = specs or needle.default_specs(task, args.quick)
             runner(lm, chosen, settings[task], out, workers=workers, model_args=model_args, **common)
         elif task in ("ablation", "allocation"):
             {"ablation": ablation, "allocation": allocation}[task].run(lm, args.quick, out, specs=specs or None, **common)

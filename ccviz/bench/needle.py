@@ -41,6 +41,7 @@ COLUMNS = [
 KEY = ["task", "length", "depth", "trial", "policy", "budget"]
 FULL_BUDGET = 1.0  # the full cache, once per case
 FULL = PolicySpec("full")
+QUICK_POLICIES = 4  # with --quick and no --policy: the first registered ones (full, sliding, streaming_llm, tova)
 SPREAD = ""  # the depth column of a case whose needles the seed spreads (the RULER tasks)
 # Variable tracking asks whether a chain of links survives, so the ruler task's default set adds the two
 # forms of counter-causal scoring that treat spans differently from a token: whole words (the ablation's
@@ -216,6 +217,13 @@ def _run(name: str, lm: LoadedModel | None, cells: list[Cell], specs: list[Polic
 def ruler_specs() -> list[PolicySpec]:
     """The ruler task's default policies: every registered one, then :data:`RULER_VARIANTS`."""
     return [*registered_specs(), *RULER_VARIANTS]
+
+
+def default_specs(task: str, quick: bool = False) -> list[PolicySpec]:
+    """What ``needle`` or ``ruler`` measures without ``--policy``; with ``--quick``, the first
+    :data:`QUICK_POLICIES` of it."""
+    specs = ruler_specs() if task == "ruler" else registered_specs()
+    return specs[:QUICK_POLICIES] if quick else specs
 
 
 def run_needle(lm: LoadedModel | None, specs: list[PolicySpec], settings: NeedleSettings, out: Path, *,

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from ..bench import ablation, allocation, efficiency
-from ..bench.command import DISPATCHED, QUICK_POLICIES
+from ..bench.command import DISPATCHED
 from ..bench.decode import DecodeSettings
 from ..bench.efficiency import EfficiencySettings
-from ..bench.needle import NeedleSettings, RulerSettings
+from ..bench.needle import NeedleSettings, RulerSettings, default_specs
 from ..bench.perplexity import PerplexitySettings
 from ..bench.results import results_dir
 from ..bench.retention import RetentionSettings
@@ -71,7 +71,7 @@ def _policy_flags(task: str, measured: set[str], complete: bool, quick: bool) ->
         default = {spec.label for spec in allocation.allocation_specs()}
         complete = complete and not quick  # quick measures the first policy under each allocation
     elif task in DISPATCHED:
-        default = {spec.label for spec in registered_specs()[: QUICK_POLICIES if quick else None]} - {FULL}
+        default = {spec.label for spec in default_specs(task, quick)} - {FULL}
     else:
         default = {spec.label for spec in registered_specs()} - {FULL}
     if measured - default or (complete and measured and measured != default):
