@@ -234,9 +234,13 @@ def test_ruler_tasks_run_for_every_policy_with_the_full_cache_as_ceiling(tiny, t
     assert rows[rows.policy == "full"].survived.eq(1).all()
     assert (rows.depth.isna()).all()  # RULER's needles are placed by the seed
     pooled = summarise_rates(rows, ["task", "policy", "budget"])
-    bars = ruler_figure(pooled).data
-    assert [b.name for b in bars] == ["J = 50% of the document"]
-    assert list(bars[0].y) == list(pooled[pooled.policy == "sliding"].survival)
+    bars = ruler_figure(pooled).data  # one panel per task, one bar series per budget in each
+    assert [b.name for b in bars] == ["J = 50% of the document"] * len(RULER_TASKS)
+    assert [b.showlegend for b in bars] == [True] + [False] * (len(RULER_TASKS) - 1)
+    sliding = pooled[pooled.policy == "sliding"]
+    assert [list(b.x) for b in bars] == [[rate] for rate in sliding.survival] and all(list(b.y) == ["sliding"] for b in bars)
+    ceilings = [shape.x0 for shape in ruler_figure(pooled).layout.shapes]
+    assert ceilings == list(pooled[pooled.policy == "full"].survival) == [1.0] * len(RULER_TASKS)
     assert set(summary.columns) >= {"task", "policy", "budget", "length", "survival", "survival_low", "answer_share"}
 
 

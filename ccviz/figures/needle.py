@@ -11,11 +11,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from .benchmarks import FULL, MARGIN, RATES
 
 MAP_SCALE = [[0.0, "#c92a2a"], [0.5, "#fcc419"], [1.0, "#2b8a3e"]]  # lost, half, kept
 DIFFERENCE_SCALE = "RdBu"
+BUDGET_COLOURS = ("#4c6ef5", "#f76707", "#2b8a3e", "#ae3ec9")  # one per budget, the same in every task's panel
 
 
 def _depth(value: float) -> str:
@@ -106,17 +108,31 @@ def _budget(budget: float) -> str:
 
 
 def ruler_figure(pooled: pd.DataFrame, measure: str = "survival") -> go.Figure:
-    """Each RULER-style task's ``measure`` per policy (bars grouped by task), one colour per budget.
+    """Each RULER-style task's ``measure`` per policy: one panel per task, a horizontal bar per policy and
+    budget (policies down the shared y axis, so long spec labels stay readable however many there are),
+    and the full cache's rate as a dotted line.
 
     ``pooled``: rates per task x policy x budget, lengths together (``summarise_rates``)."""
-    fig = go.Figure()
-    for budget, group in pooled[pooled["policy"] != FULL].groupby("budget", sort=True):
-        fig.add_trace(go.Bar(
-            x=[group["task"].tolist(), group["policy"].tolist()], y=group[measure].tolist(), name=f"J = {_budget(budget)}",
-            customdata=_counts(group, measure).to_numpy()[:, None],
-            hovertemplate=f"%{{x}}<br>{RATES[measure][1]}: %{{customdata[0]}} (%{{y:.0%}})<extra>J = {_budget(budget)}</extra>",
-        ))
+    evicting = pooled[pooled["policy"] != FULL]
+    tasks = list(dict.fromkeys(evicting["task"]))
+    policies = list(dict.fromkeys(evicting["policy"]))
+    fig = make_subplots(rows=1, cols=max(len(tasks), 1), shared_yaxes=True, subplot_titles=tasks, horizontal_spacing=0.05)
+    colours = {budget: BUDGET_COLOURS[i % len(BUDGET_COLOURS)] for i, budget in enumerate(sorted(evicting["budget"].unique()))}
+    for column, task in enumerate(tasks, start=1):
+        for budget, group in evicting[evicting["task"] == task].groupby("budget", sort=True):
+            fig.add_trace(go.Bar(
+                y=group["policy"].tolist(), x=group[measure].tolist(), orientation="h", name=f"J = {_budget(budget)}",
+                legendgroup=str(budget), showlegend=column == 1, marker_color=colours[budget],
+                customdata=_counts(group, measure).to_numpy()[:, None],
+                hovertemplate=f"{task}: %{{y}}<br>{RATES[measure][1]}: %{{customdata[0]}} (%{{x:.0%}})"
+                              f"<extra>J = {_budget(budget)}</extra>",
+            ), row=1, col=column)
+        ceiling = pooled[(pooled["policy"] == FULL) & (pooled["task"] == task)]
+        if not ceiling.empty:  # the full cache's rate on the same cases: what eviction can at best reach
+            fig.add_vline(x=float(ceiling[measure].iloc[0]), line_dash="dot", line_color="#495057", row=1, col=column,
+                          annotation_text="full cache", annotation_position="bottom right")
+        fig.update_xaxes(tickformat=".0%", range=[0, 1.05], row=1, col=column)
+    fig.update_yaxes(categoryorder="array", categoryarray=policies, autorange="reversed")  # first measured on top
     fig.update_layout(title=dict(text=f"{RATES[measure][0]} on the RULER-style tasks", x=0.0), barmode="group",
-                      margin=MARGIN, height=440, yaxis=dict(title=measure, tickformat=".0%", range=[0, 1.05]),
-                      legend=dict(title="budget"))
+                      margin=MARGIN, height=160 + 30 * len(policies), legend=dict(title="budget"))
     return fig
