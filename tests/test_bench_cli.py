@@ -76,7 +76,7 @@ def test_a_rerun_resumes_instead_of_measuring_again(tmp_path, capsys):
         (["retention", "--set", "colour=red"], "--set takes FIELD=VALUE"),
         (["all", "--set", "cases=2"], "--set works with one task"),
         (["decode", "--threads", "0"], "--threads must be at least 1"),
-        (["retention", "--workers", "2"], "--workers and --ray spread the cells of the needle and ruler tasks"),
+        (["perplexity", "--workers", "2"], "--workers and --ray spread the cells of the needle, ruler, retention"),
         (["needle", "--workers", "0"], "--workers must be at least 1"),
         (["needle", "--set", "budgets=2.5"], "a budget is a share of the document (at most 1) or a whole J"),
         (["needle", "--set", "depths=0,1.5"], "depths must be at most 1"),
@@ -103,3 +103,18 @@ def test_ray_without_the_extra_is_refused_in_one_line(tmp_path, capsys, monkeypa
     assert main(args) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert lines[-1] == "ccviz: error: --ray needs Ray, an optional extra: pip install 'ccviz[cluster]'", lines
+
+
+def test_retention_rows_spread_over_worker_processes_are_the_rows_of_one_process(quick_bench, tiny, tmp_path):
+    """The allocation task's retention rows (its extra columns computed in the workers) with --workers 2."""
+    import pandas as pd
+
+    from ccviz.bench import allocation
+    from ccviz.bench.dispatch import Workers
+
+    allocation.run(tiny, True, tmp_path, workers=Workers(count=2), model_args={"name_or_path": "tiny-random"},
+                   log=lambda _: None)
+    timings, key = ["seconds", "refresh_seconds"], ["case", "policy", "budget"]
+    here, spread = (load_results(folder)["allocation_retention"].drop(columns=timings).sort_values(key).reset_index(drop=True)
+                    for folder in (quick_bench[0], tmp_path))
+    pd.testing.assert_frame_equal(here, spread)

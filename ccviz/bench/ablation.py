@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import pandas as pd
 
@@ -23,6 +23,7 @@ from ..choices import SURPRISE_SCORES
 from ..models import LoadedModel
 from ..policies import POLICIES
 from . import perplexity, retention
+from .dispatch import Workers
 from .specs import PolicySpec, parse_spec
 
 ABLATED_POLICIES = ("counter_causal", "counter_causal_fast")  # all layers, and the fast last-layer variant
@@ -115,7 +116,8 @@ def default_labels(measured: set[str]) -> set[str]:
 
 
 def run(lm: LoadedModel, quick: bool, out: Path, *, specs: list[PolicySpec] | None = None, fresh: bool = False,
-        log: Callable[[str], None] = print) -> dict[str, pd.DataFrame]:
+        log: Callable[[str], None] = print, workers: Workers = Workers(),
+        model_args: dict[str, Any] | None = None) -> dict[str, pd.DataFrame]:
     """Both tasks over the grid (or ``specs``), written as ``ablation_retention`` / ``ablation_perplexity``.
 
     ``quick`` measures two opposite corners of the score grid, which between them use every option
@@ -131,7 +133,7 @@ def run(lm: LoadedModel, quick: bool, out: Path, *, specs: list[PolicySpec] | No
         p = replace(perplexity.PerplexitySettings(), segments=PERPLEXITY_SEGMENTS)
     return {
         "retention": retention.run(lm, specs, replace(r, budgets=(RETENTION_BUDGET,)), out,
-                                   name="ablation_retention", fresh=fresh, log=log),
+                                   name="ablation_retention", fresh=fresh, log=log, workers=workers, model_args=model_args),
         "perplexity": perplexity.run(lm, specs, replace(p, budgets=(min(PERPLEXITY_BUDGET, p.tokens // 2),)), out,
                                      name="ablation_perplexity", fresh=fresh, log=log),
     }

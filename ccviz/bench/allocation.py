@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import pandas as pd
 
 from ..models import LoadedModel
 from ..trace import Trace
 from . import perplexity, retention
+from .dispatch import Workers
 from .metrics import cache_before
 from .specs import PolicySpec
 
@@ -59,7 +60,8 @@ def retention_columns(trace: Trace, prepared: retention.Prepared) -> dict:
 
 
 def run(lm: LoadedModel, quick: bool, out: Path, *, specs: list[PolicySpec] | None = None, fresh: bool = False,
-        log: Callable[[str], None] = print) -> dict[str, pd.DataFrame]:
+        log: Callable[[str], None] = print, workers: Workers = Workers(),
+        model_args: dict[str, Any] | None = None) -> dict[str, pd.DataFrame]:
     """Both tasks over every cell (or ``specs``), written as ``allocation_retention`` / ``allocation_perplexity``."""
     specs = specs or allocation_specs()
     if quick:
@@ -70,6 +72,7 @@ def run(lm: LoadedModel, quick: bool, out: Path, *, specs: list[PolicySpec] | No
         p = replace(perplexity.PerplexitySettings(), budgets=(64, 128))
     return {
         "retention": retention.run(lm, specs, r, out, name="allocation_retention", fresh=fresh, log=log,
+                                   workers=workers, model_args=model_args,
                                    extra=retention_columns, extra_columns=(*COST_COLUMNS, "layer_share")),
         "perplexity": perplexity.run(lm, specs, replace(p, frozen=SINKS), out, name="allocation_perplexity", fresh=fresh, log=log,
                                      extra=costs, extra_columns=COST_COLUMNS),

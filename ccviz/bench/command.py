@@ -23,7 +23,8 @@ from ..errors import CcvizError
 from ..fields import check_whole, parse_value
 
 TASKS = ("retention", "perplexity", "decode", "efficiency", "ablation", "allocation", "needle", "ruler")  # in the order ``all`` runs them
-DISPATCHED = ("needle", "ruler")  # tasks of independent cells: --workers and --ray spread them
+DISPATCHED = ("needle", "ruler")  # tasks of independent cells that need no model here when workers measure them
+SPREAD = (*DISPATCHED, "retention", "ablation", "allocation")  # tasks whose cells --workers and --ray spread
 PROBES = ("overhead", "memory", "cost", "attention")  # engine probes: a text report each, never part of ``all``
 
 
@@ -48,9 +49,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     bench.add_argument("--threads", type=int, default=1, help="torch threads (default 1: shared machines stay usable); "
                                                                "with --workers, per worker, capped at cores / workers")
     bench.add_argument("--workers", type=int, default=None, metavar="N",
-                       help="needle and ruler: measure cells in N worker processes (with --ray: N Ray actors, default "
-                            "one per CPU of the cluster); rows are still written here, as each cell finishes")
-    bench.add_argument("--ray", metavar="ADDRESS", help="needle and ruler: dispatch the cells to the Ray cluster at ADDRESS "
+                       help="needle, ruler and the retention rows (of retention, ablation and allocation): measure "
+                            "cells in N worker processes (with --ray: N Ray actors, default one per CPU of the "
+                            "cluster); rows are still written here, as each cell finishes")
+    bench.add_argument("--ray", metavar="ADDRESS", help="the same tasks: dispatch the cells to the Ray cluster at ADDRESS "
                                                         "('local' starts one here); needs pip install 'ccviz[cluster]'")
     bench.add_argument("--model", help="local checkpoint folder (default: embedded SmolLM2-135M-Instruct)")
     bench.add_argument("--device", default="cpu", choices=DEVICES)
@@ -94,8 +96,8 @@ def main(args: argparse.Namespace) -> None:
     check_whole("--threads", args.threads, 1)
     if args.workers is not None:
         check_whole("--workers", args.workers, 1)
-    if (args.workers is not None or args.ray) and args.task not in (*DISPATCHED, "all"):
-        raise CcvizError(f"--workers and --ray spread the cells of the {' and '.join(DISPATCHED)} tasks, not {args.task}")
+    if (args.workers is not None or args.ray) and args.task not in (*SPREAD, "all"):
+        raise CcvizError(f"--workers and --ray spread the cells of the {', '.join(SPREAD)} tasks, not {args.task}")
     workers = Workers(count=args.workers if args.ray or args.workers else 1, threads=args.threads, ray=args.ray)
     specs: list[PolicySpec] = [parse_spec(s) for s in args.policy]  # fail fast, before loading the model
     tasks = TASKS if args.task == "all" else (args.task,)
@@ -126,11 +128,14 @@ def main(args: argparse.Namespace) -> None:
             chosen = specs or needle.default_specs(task, args.quick)
             runner(lm, chosen, settings[task], out, workers=workers, model_args=model_args, **common)
         elif task in ("ablation", "allocation"):
-            {"ablation": ablation, "allocation": allocation}[task].run(lm, args.quick, out, specs=specs or None, **common)
+            {"ablation": ablation, "allocation": allocation}[task].run(lm, args.quick, out, specs=specs or None,
+                                                                       workers=workers, model_args=model_args, **common)
         elif task == "efficiency":
             efficiency.run(lm, specs or efficiency.default_specs(), settings[task], out, model_args=model_args, **common)
+        elif task == "retention":
+            retention.run(lm, specs or registered_specs(), settings[task], out, workers=workers, model_args=model_args, **common)
         else:
-            runner = {"retention": retention.run, "perplexity": perplexity.run, "decode": decode.run}[task]
+            runner = {"perplexity": perplexity.run, "decode": decode.run}[task]
             runner(lm, specs or registered_specs(), settings[task], out, **common)
         _log(f"{task}: results in {out}")
     _publish(out)

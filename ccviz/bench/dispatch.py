@@ -1,6 +1,7 @@
 """Measure independent cells here, in worker processes on this machine, or on a Ray cluster.
 
-A benchmark whose rows do not depend on each other (a needle map's cells) hands its cells and one
+A benchmark whose rows do not depend on each other (a needle map's cells, a retention case under one
+policy and budget) hands its cells and one
 top-level ``measure(lm, cell) -> row`` function here. However they run, finished rows come back to
 this process, which alone writes them (``add``: :meth:`.results.ResultTable.add`, flushed at once), so
 a killed run, a crashed worker or a failed cell loses nothing but the cells still in flight, and a
@@ -25,6 +26,7 @@ from typing import Any
 from ..errors import CcvizError
 from ..models import LoadedModel
 from .processes import MODEL_MODULES
+from .results import ResultTable
 
 Measure = Callable[[LoadedModel, Any], dict]  # a module-level function: it travels to the workers by name
 
@@ -75,6 +77,23 @@ def measure_cells(cells: Sequence[Any], measure: Measure, add: Callable[[dict], 
     if failed:
         raise CcvizError(f"{len(failed)} of {len(cells)} cells failed (first: {failed[0]}); the other rows are saved: "
                          "rerun the same command to measure the rest")
+
+
+def measure_into(table: ResultTable, cells: Sequence[Any], total: int, measure: Measure, *, lm: LoadedModel | None,
+                 model_args: dict[str, Any], workers: Workers, log: Callable[[str], None]) -> None:
+    """:func:`measure_cells` into ``table`` (every row flushed as it comes): ``cells`` are the missing ones
+    of the task's ``total``; says how far it got every 10 rows."""
+    name, done = table.path.stem, 0
+    log(f"{name}: {len(cells)} of {total} cells to measure")
+
+    def add(row: dict) -> None:
+        nonlocal done
+        table.add(row)
+        done += 1
+        if done % 10 == 0 or done == len(cells):
+            log(f"{name}: {done}/{len(cells)} cells measured")
+
+    measure_cells(cells, measure, add, lm=lm, model_args=model_args, workers=workers, log=log)
 
 
 def _attempt(measure: Measure, lm: LoadedModel, cell: Any) -> tuple[dict | None, str | None]:

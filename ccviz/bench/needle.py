@@ -26,7 +26,7 @@ from ..engine import generate
 from ..errors import CcvizError
 from ..fields import Validated, choice, number, whole
 from ..models import LoadedModel, model_name
-from .dispatch import Workers, measure_cells
+from .dispatch import Workers, measure_into
 from .haystack import KINDS, RULER_TASKS, HaystackCase, make_haystack_case
 from .metrics import answer_matches, binomial_rate, cache_before
 from .results import ResultTable, write_summary
@@ -196,18 +196,8 @@ def _run(name: str, lm: LoadedModel | None, cells: list[Cell], specs: list[Polic
     table.pin_policies([FULL, *specs])
     todo = [c for c in cells if not table.has(task=c.task, length=c.length, depth=c.depth_column,
                                               trial=c.trial, policy=c.spec.label, budget=c.budget)]
-    log(f"{name}: {len(todo)} of {len(cells)} cells to measure")
-    done = 0
-
-    def add(row: dict[str, Any]) -> None:
-        nonlocal done
-        table.add(row)
-        done += 1
-        if done % 10 == 0 or done == len(todo):
-            log(f"{name}: {done}/{len(todo)} cells measured")
-
     try:
-        measure_cells(todo, measure_cell, add, lm=lm, model_args=model_args, workers=workers, log=log)
+        measure_into(table, todo, len(cells), measure_cell, lm=lm, model_args=model_args, workers=workers, log=log)
     finally:  # a partial run still leaves its summary
         summary = summarise(table.frame())
         write_summary(out, name, summary)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import pandas as pd
 
@@ -20,6 +20,7 @@ from ..engine import generate
 from ..fields import Validated, number, whole
 from ..models import LoadedModel
 from ..trace import Trace
+from .dispatch import Workers, measure_into
 from .documents import Case, make_case
 from .metrics import answer_matches, binomial_rate, cache_before
 from .results import ResultTable, write_summary
@@ -86,25 +87,47 @@ def measure(lm: LoadedModel, prepared: Prepared, spec: PolicySpec, budget: float
     } | ({} if extra is None else extra(trace, prepared))
 
 
+@dataclass(frozen=True)
+class RetentionCell:
+    """One row to measure: a case (rebuilt where it runs, from its index) under one policy and budget."""
+
+    index: int
+    words: int
+    seed: int
+    spec: PolicySpec
+    budget: float
+    answer: bool
+    max_new_tokens: int
+    extra: Extra | None = None  # a module-level function: it travels to worker processes by name
+
+    def __str__(self) -> str:
+        return f"case {self.index}, {self.spec.label}, budget {self.budget}"
+
+
+def measure_cell(lm: LoadedModel, cell: RetentionCell) -> dict:
+    prepared = prepare(lm, make_case(cell.index, words=cell.words, seed=cell.seed))
+    return measure(lm, prepared, cell.spec, cell.budget, cell.answer, cell.max_new_tokens, cell.extra)
+
+
 def run(lm: LoadedModel, specs: list[PolicySpec], settings: RetentionSettings, out: Path, *, name: str = "retention",
         fresh: bool = False, log: Callable[[str], None] = print, extra: Extra | None = None,
-        extra_columns: tuple[str, ...] = ()) -> pd.DataFrame:
+        extra_columns: tuple[str, ...] = (), workers: Workers = Workers(),
+        model_args: dict[str, Any] | None = None) -> pd.DataFrame:
     """Measure every missing row (case-major, so an interrupted run leaves every cell equally filled);
-    ``extra`` adds the ``extra_columns`` to every row."""
+    ``extra`` adds the ``extra_columns`` to every row. Rows are independent, so ``workers`` may spread
+    them (:mod:`.dispatch`; worker processes load the model from ``model_args``)."""
     table = ResultTable(out, name, COLUMNS + list(extra_columns), KEY, {"model": lm.name, **asdict(settings)}, fresh=fresh)
     table.pin_policies([PolicySpec("full"), *specs])
-    cells = [(PolicySpec("full"), FULL_BUDGET)] + [(s, b) for s in specs if s.name != "full" for b in settings.budgets]
-    for index in range(settings.cases):
-        todo = [(s, b) for s, b in cells if not table.has(case=index, policy=s.label, budget=b)]
-        if not todo:
-            continue
-        prepared = prepare(lm, make_case(index, words=settings.words, seed=settings.seed))
-        for spec, budget in todo:
-            row = measure(lm, prepared, spec, budget, index < settings.accuracy_cases, settings.max_new_tokens, extra)
-            table.add(row)
-        log(f"{name}: case {index + 1}/{settings.cases} done")
-    summary = summarise(table.frame())
-    write_summary(out, name, summary)
+    runs = [(PolicySpec("full"), FULL_BUDGET)] + [(s, b) for s in specs if s.name != "full" for b in settings.budgets]
+    cells = [RetentionCell(index, settings.words, settings.seed, spec, budget, index < settings.accuracy_cases,
+                           settings.max_new_tokens, extra)
+             for index in range(settings.cases) for spec, budget in runs]
+    todo = [c for c in cells if not table.has(case=c.index, policy=c.spec.label, budget=c.budget)]
+    try:
+        measure_into(table, todo, len(cells), measure_cell, lm=lm, model_args=model_args or {}, workers=workers, log=log)
+    finally:  # a partial run still leaves its summary
+        summary = summarise(table.frame())
+        write_summary(out, name, summary)
     return summary
 
 
