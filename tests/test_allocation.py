@@ -312,7 +312,8 @@ def test_the_heatmap_shows_one_layers_cache_and_how_many_layers_hold_each_token(
 
 def test_uniform_traces_are_those_of_the_engine_before_allocation_existed(smollm):
     """Traces recorded at commit c957054, before per-layer allocation: the same kept sets, candidates and
-    output, and the same scores (to float32 rounding, should this CPU order a sum differently)."""
+    output, and the same scores (to float32 rounding, should this CPU order a sum differently: an Intel Xeon
+    gives surprise scores 2e-5 from the AMD EPYC's that recorded them)."""
     recorded = json.loads((Path(__file__).parent / "data" / "uniform_before_allocation.json").read_text())
     for name, before in recorded["runs"].items():
         policy, _, extra = name.partition("-")
@@ -324,7 +325,9 @@ def test_uniform_traces_are_those_of_the_engine_before_allocation_existed(smollm
             assert cycle.scores.keys() == old["scores"].keys()
             for signal, values in old["scores"].items():
                 expected = torch.tensor([float(v) for v in values])
-                assert torch.allclose(torch.tensor(cycle.scores[signal]), expected, rtol=1e-4, atol=1e-6), (name, signal)
+                # rounding is relative to the vector's scale: a score near 0 among scores near 17 carries their error
+                scale = expected[torch.isfinite(expected)].abs().max().item() if torch.isfinite(expected).any() else 1.0
+                assert torch.allclose(torch.tensor(cycle.scores[signal]), expected, rtol=1e-4, atol=1e-5 * scale), (name, signal)
 
 
 @pytest.mark.parametrize("policy,allocation", [("snapkv", "pyramid"), ("counter_causal_fast", "pyramid"), ("h2o", "adaptive")])
