@@ -3,16 +3,19 @@ same cases and segments, the uniform rows taken from the published main tables.
 
 The uniform path is today's engine, bit for bit. On 2026-12-01 this machine reproduced the published
 uniform rows: 24 of 24 retention rows on cases 0-1, exactly. Two perplexity rows of the sinks table
-(measured on another CPU) came within 1e-5 nats per token. So the allocation task need not measure
-uniform again before its cells can be compared. Paired counts: cases where one
+(measured on another CPU) came within 1e-5 nats per token. On 2026-12-02, on an Intel Xeon (the
+allocation cells of that day ran there), ``--check-uniform 10,70`` matched 30 of 30 published rows
+exactly (the five policies at three budgets, one answered case and one survival-only case). So the
+allocation task need not measure uniform again before its cells can be compared. Paired counts: cases where one
 keeps the fact and the other does not (exact two-sided sign test).
 
-    python scripts/bench/allocation_vs_uniform.py [--results bench/results]
+    python scripts/bench/allocation_vs_uniform.py [--results bench/results] [--check-uniform 10,70]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Iterator
@@ -64,10 +67,56 @@ def perplexity(results: Path) -> None:
         print(f"| {name} | {allocation} | {budget} | {len(group)} | {gap(base):+.3f} / {gap(group):+.3f} |")
 
 
+def _same(new: object, published: object) -> bool:
+    """Equal as numbers where both are (the CSV reads 0 back as 0.0), else as text."""
+    try:
+        return float(new) == float(published)
+    except (TypeError, ValueError):
+        return str(new).strip() == str(published).strip()
+
+
+def check_uniform(results: Path, cases: list[int]) -> None:
+    """Measure the published uniform retention rows of ``cases`` again here, for the policies the allocation
+    task crosses, and count the rows that match exactly: the pairing assumes this machine's engine gives
+    the rows the main table's machine gave."""
+    from ccviz import load_model
+    from ccviz.bench.allocation import ATTENTION_POLICIES, COUNTER_CAUSAL_POLICIES
+    from ccviz.bench.retention import RetentionCell, measure_cell
+    from ccviz.bench.specs import PolicySpec
+
+    import torch
+
+    published = read_frame(results / "retention.csv")
+    meta = json.loads((results / "retention.json").read_text())
+    settings = meta["settings"]
+    torch.set_num_threads(meta["torch_threads"])  # as published: a sum split over threads may round otherwise
+    lm, same, differ = load_model(), 0, []
+    for case in cases:
+        answer = case < settings["accuracy_cases"]
+        for name in (*ATTENTION_POLICIES, *COUNTER_CAUSAL_POLICIES):
+            for budget in settings["budgets"]:
+                cell = RetentionCell(case, settings["words"], settings["seed"], PolicySpec(name), budget, answer,
+                                     settings["max_new_tokens"])
+                row = measure_cell(lm, cell)
+                old = published[(published.case == case) & (published.policy == name) & (published.budget == budget)].iloc[0]
+                fields = ["cache_size", "survived", "kept_share"] + (["answered", "output"] if answer else [])
+                if all(_same(row[f], old[f]) for f in fields):
+                    same += 1
+                else:
+                    differ.append(f"case {case} {name} J={budget}")
+    print(f"uniform rows measured again here: {same} of {same + len(differ)} match the published rows exactly"
+          + (f"; differ: {', '.join(differ)}" if differ else ""))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", type=Path, default=Path("bench/results"))
+    parser.add_argument("--check-uniform", metavar="CASES", help="comma-separated cases: measure their published "
+                        "uniform rows again here and count exact matches (minutes per case), instead of the tables")
     args = parser.parse_args()
+    if args.check_uniform:
+        check_uniform(args.results, [int(case) for case in args.check_uniform.split(",")])
+        return
     retention(args.results)
     perplexity(args.results)
 
