@@ -24,7 +24,7 @@ from ..fields import check_whole, parse_value
 
 TASKS = ("retention", "perplexity", "decode", "efficiency", "ablation", "allocation", "needle", "ruler")  # in the order ``all`` runs them
 DISPATCHED = ("needle", "ruler")  # tasks of independent cells that need no model here when workers measure them
-SPREAD = (*DISPATCHED, "retention", "ablation", "allocation")  # tasks whose cells --workers and --ray spread
+WORKER_TASKS = (*DISPATCHED, "retention", "ablation", "allocation")  # tasks whose cells --workers and --ray spread
 PROBES = ("overhead", "memory", "cost", "attention")  # engine probes: a text report each, never part of ``all``
 
 
@@ -96,8 +96,8 @@ def main(args: argparse.Namespace) -> None:
     check_whole("--threads", args.threads, 1)
     if args.workers is not None:
         check_whole("--workers", args.workers, 1)
-    if (args.workers is not None or args.ray) and args.task not in (*SPREAD, "all"):
-        raise CcvizError(f"--workers and --ray spread the cells of the {', '.join(SPREAD)} tasks, not {args.task}")
+    if (args.workers is not None or args.ray) and args.task not in (*WORKER_TASKS, "all"):
+        raise CcvizError(f"--workers and --ray spread the cells of the {', '.join(WORKER_TASKS)} tasks, not {args.task}")
     workers = Workers(count=args.workers if args.ray or args.workers else 1, threads=args.threads, ray=args.ray)
     specs: list[PolicySpec] = [parse_spec(s) for s in args.policy]  # fail fast, before loading the model
     tasks = TASKS if args.task == "all" else (args.task,)
