@@ -326,6 +326,19 @@ def test_the_retention_report_pairs_variants_measured_next_to_their_default():
     assert retention_pairing(rows[rows.policy == "counter_causal"]) == ""  # no variants: no table
 
 
+def test_ruler_variants_are_paired_by_the_share_of_required_tokens_kept_per_task_and_budget():
+    from ccviz.bench.report import ruler_pairing
+
+    word, fast = "counter_causal_fast:granularity=word,pool=max", "counter_causal_fast"
+    rows = pd.DataFrame({  # two cases (length, trial) of one task at one budget; no policy keeps the chain whole
+        "task": ["variable_tracking"] * 5, "budget": [1.0, 0.25, 0.25, 0.25, 0.25], "length": [1000] * 5,
+        "trial": [0, 0, 0, 1, 1], "policy": ["full", fast, word, fast, word], "kept_share": [1.0, 0.4, 0.8, 0.5, 0.5],
+    })
+    text = ruler_pairing(rows)
+    assert f"| variable_tracking: {word} vs {fast} | +1 / -0 (p 1) |" in text  # a tie counts for neither
+    assert ruler_pairing(rows[rows.policy != word]) == ""
+
+
 def test_retention_breakdown_splits_survival_by_fact_type_and_position_at_the_middle_budget():
     from ccviz.bench.report import retention_breakdown
 

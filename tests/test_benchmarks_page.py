@@ -174,7 +174,7 @@ def test_page_plots_a_quick_run_with_provenance_tables_and_commands(monkeypatch,
     charts = [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
     titles = [chart["layout"]["title"]["text"] for chart in charts]
     assert [t.split(" ")[0] for t in titles] == ["Fact", "Answer", "Long-text", "Decode-heavy", "Refresh", "Refresh",
-                                                 "Fact", "Fact", "Answer"]  # the needle map, then RULER's two
+                                                 "Fact", "Fact", "Required", "Answer"]  # the needle map, then RULER's three
     summary = pd.read_csv(quick_results / "retention_summary.csv")
     for trace in charts[0]["data"]:  # what is drawn is what the harness summarised
         rows = summary[summary.policy == trace["name"]]

@@ -241,6 +241,10 @@ def test_ruler_tasks_run_for_every_policy_with_the_full_cache_as_ceiling(tiny, t
     assert [list(b.x) for b in bars] == [[rate] for rate in sliding.survival] and all(list(b.y) == ["sliding"] for b in bars)
     ceilings = [shape.x0 for shape in ruler_figure(pooled).layout.shapes]
     assert ceilings == list(pooled[pooled.policy == "full"].survival) == [1.0] * len(RULER_TASKS)
+    kept = ruler_figure(pooled, "kept_share").data  # the mean share per case, from the rows themselves
+    by_case = rows[rows.policy == "sliding"].groupby("task", sort=False).kept_share.mean()
+    assert [list(b.x) for b in kept] == [[pytest.approx(by_case[task])] for task in sliding.task]
+    assert [[row[0] for row in b.customdata] for b in kept] == [[n] for n in sliding.n]
     assert set(summary.columns) >= {"task", "policy", "budget", "length", "survival", "survival_low", "answer_share"}
 
 

@@ -17,7 +17,7 @@ import pandas as pd
 from .metrics import sign_test
 from .specs import PolicySpec, parse_spec
 
-COLUMNS = ["policy", "budget", "default", "cases", "wins", "losses", "p"]
+COUNTS = ["default", "cases", "wins", "losses", "p"]
 
 
 def default_labels(labels: Iterable[str]) -> dict[str, str]:
@@ -33,22 +33,24 @@ def default_labels(labels: Iterable[str]) -> dict[str, str]:
     return {label: defaults[spec.name] for label, spec in specs.items() if spec.name in defaults}
 
 
-def paired_with_defaults(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per budget, each variant against its default on the same cases: the cases where only the variant
-    kept the fact (``wins``), where only the default did (``losses``), and the exact sign test's p."""
+def paired_with_defaults(rows: pd.DataFrame, measure: str = "survived", case: tuple[str, ...] = ("case",),
+                         by: tuple[str, ...] = ("budget",)) -> pd.DataFrame:
+    """Per ``by`` group, each variant against its default on the same cases (rows alike in ``case``): the
+    cases where the variant's ``measure`` is higher (``wins``; for survival, only the variant kept the
+    fact), where it is lower (``losses``), and the exact sign test's p. A share (``kept_share``) pairs the
+    same way, so a task no policy keeps whole still shows which form keeps more of it."""
     evicting = rows[rows.policy != "full"]
     reference = default_labels(evicting.policy)
     out = []
-    for budget, cells in evicting.groupby("budget", sort=True):
-        survived = cells.pivot_table(index="case", columns="policy", values="survived", aggfunc="first")
+    for group, cells in evicting.groupby(list(by), sort=True):
+        values = cells.pivot_table(index=list(case), columns="policy", values=measure, aggfunc="first")
         for label in dict.fromkeys(cells.policy):
             default = reference.get(label)
-            if default not in survived:
+            if default not in values:
                 continue
-            paired = survived[label].notna() & survived[default].notna()
-            mine, theirs = survived.loc[paired, label].astype(int), survived.loc[paired, default].astype(int)
-            wins, losses = int(((mine == 1) & (theirs == 0)).sum()), int(((mine == 0) & (theirs == 1)).sum())
-            out.append({"policy": label, "budget": budget, "default": default, "cases": int(paired.sum()),
+            paired = values[label].notna() & values[default].notna()
+            mine, theirs = values.loc[paired, label], values.loc[paired, default]
+            wins, losses = int((mine > theirs).sum()), int((mine < theirs).sum())
+            out.append({**dict(zip(by, group)), "policy": label, "default": default, "cases": int(paired.sum()),
                         "wins": wins, "losses": losses, "p": sign_test(wins, losses)})
-    return pd.DataFrame(out, columns=COLUMNS)
-
+    return pd.DataFrame(out, columns=[*by, "policy", *COUNTS])

@@ -297,7 +297,8 @@ def needle_tables(rows: pd.DataFrame) -> str:
 
 
 def ruler_tables(rows: pd.DataFrame) -> str:
-    """Per task: survival and the share of expected answers found, per policy x budget (lengths pooled)."""
+    """Per task: survival, the share of expected answers found and the share of required tokens kept, per
+    policy x budget (lengths pooled). The last reads a task no policy keeps whole (variable tracking's chain)."""
     if rows.empty:
         return ""
     parts = []
@@ -306,12 +307,28 @@ def ruler_tables(rows: pd.DataFrame) -> str:
         full = pooled[pooled.policy == "full"]
         ceiling = f"{100 * full.answer_share.iloc[0]:.0f}%" if len(full) else "-"
         cells = pooled[pooled.policy != "full"].assign(
-            cell=lambda f: [f"{_rate_cell(int(r.survived), int(r.n))} · {100 * r.answer_share:.0f}%" for r in f.itertuples()])
+            cell=lambda f: [f"{_rate_cell(int(r.survived), int(r.n))} · {100 * r.answer_share:.0f}% · {100 * r.kept_share:.0f}%"
+                            for r in f.itertuples()])
         table = _pivot(cells, lambda r: r.cell, _budget_label)
         lengths = ", ".join(str(int(v)) for v in sorted(group.length.unique()))
-        parts.append(f"**{task}** ({lengths} tokens; survival (kept/cases) · answers found; full cache finds "
+        parts.append(f"**{task}** ({lengths} tokens; survival (kept/cases) · answers found · "
+                     f"required tokens kept; full cache finds "
                      f"**{ceiling}**):\n\n{_markdown(table)}")
-    return "\n\n".join(parts)
+    return "\n\n".join(filter(None, [*parts, ruler_pairing(rows)]))
+
+
+def ruler_pairing(rows: pd.DataFrame) -> str:
+    """Each policy variant (a span unit, a recency share, the paper's score) against its policy's default
+    on the same cases, per task and budget, by the share of the required tokens kept: the measure that
+    still separates forms where no policy keeps a whole variable-tracking chain. Empty without variants."""
+    paired = paired_with_defaults(rows, measure="kept_share", case=("length", "trial"), by=("task", "budget"))
+    variants = paired[paired.policy != paired.default]
+    if variants.empty:
+        return ""
+    variants = variants.assign(policy=variants.task + ": " + variants.policy + " vs " + variants.default)
+    table = _pivot(variants, lambda r: f"+{r.wins} / -{r.losses} (p {r.p:.2g})", _budget_label)
+    return ("Each variant against its policy's default on the same cases: cases where it kept more / less "
+            f"of the required tokens (exact sign test):\n\n{_markdown(table)}")
 
 
 def report(directory: str | Path | None = None) -> str:

@@ -178,7 +178,7 @@ def _figures(task: str, summaries: dict[str, pd.DataFrame], rows: dict[str, pd.D
         return [divergence_figure(summaries["decode"])]
     if task == "ruler":
         pooled = needle.summarise_rates(rows["ruler"], ["task", "policy", "budget"])
-        return [ruler_figure(pooled, measure) for measure in ("survival", "accuracy")]
+        return [ruler_figure(pooled, measure) for measure in ("survival", "kept_share", "accuracy")]
     if task == "efficiency" and not rows.get("efficiency_refresh", pd.DataFrame()).empty:
         summary = summaries.get("efficiency", pd.DataFrame())
         exponents = dict(zip(summary["policy"], summary["refresh_exponent"])) if "refresh_exponent" in summary else {}
