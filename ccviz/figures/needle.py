@@ -107,13 +107,7 @@ def _budget(budget: float) -> str:
     return f"{budget:.0%} of the document" if budget <= 1 else f"{int(budget)} tokens"
 
 
-SHARES = {"kept_share": ("Required tokens kept", "share of the required tokens cached, mean over")}
-
-
-def _ruler_hover(task: str, measure: str, budget: float) -> str:
-    if measure in SHARES:  # a mean per case, not a count of cases
-        return f"{task}: %{{y}}<br>{SHARES[measure][1]} %{{customdata[0]}} cases: %{{x:.0%}}<extra>J = {_budget(budget)}</extra>"
-    return f"{task}: %{{y}}<br>{RATES[measure][1]}: %{{customdata[0]}} (%{{x:.0%}})<extra>J = {_budget(budget)}</extra>"
+SHARES = {"kept_share": ("Required tokens kept", "share of the required tokens cached")}  # means per case, not counts
 
 
 def ruler_figure(pooled: pd.DataFrame, measure: str = "survival") -> go.Figure:
@@ -124,6 +118,9 @@ def ruler_figure(pooled: pd.DataFrame, measure: str = "survival") -> go.Figure:
     ``measure``: survival or accuracy (rates of cases), or kept_share, the mean share of the required
     tokens cached, which still tells policies apart on a task none keeps whole (variable tracking's chain).
     ``pooled``: rates per task x policy x budget, lengths together (``summarise_rates``)."""
+    share = measure in SHARES
+    title, meaning = (SHARES if share else RATES)[measure]
+    value = f"{meaning}, mean of %{{customdata[0]}} cases: %{{x:.0%}}" if share else f"{meaning}: %{{customdata[0]}} (%{{x:.0%}})"
     evicting = pooled[pooled["policy"] != FULL]
     tasks = list(dict.fromkeys(evicting["task"]))
     policies = list(dict.fromkeys(evicting["policy"]))
@@ -134,8 +131,8 @@ def ruler_figure(pooled: pd.DataFrame, measure: str = "survival") -> go.Figure:
             fig.add_trace(go.Bar(
                 y=group["policy"].tolist(), x=group[measure].tolist(), orientation="h", name=f"J = {_budget(budget)}",
                 legendgroup=str(budget), showlegend=column == 1, marker_color=colours[budget],
-                customdata=(group["n"].astype(int) if measure in SHARES else _counts(group, measure)).to_numpy()[:, None],
-                hovertemplate=_ruler_hover(task, measure, budget),
+                customdata=(group["n"].astype(int) if share else _counts(group, measure)).to_numpy()[:, None],
+                hovertemplate=f"{task}: %{{y}}<br>{value}<extra>J = {_budget(budget)}</extra>",
             ), row=1, col=column)
         ceiling = pooled[(pooled["policy"] == FULL) & (pooled["task"] == task)]
         if not ceiling.empty:  # the full cache's rate on the same cases: what eviction can at best reach
@@ -143,7 +140,6 @@ def ruler_figure(pooled: pd.DataFrame, measure: str = "survival") -> go.Figure:
                           annotation_text="full cache", annotation_position="bottom right")
         fig.update_xaxes(tickformat=".0%", range=[0, 1.05], row=1, col=column)
     fig.update_yaxes(categoryorder="array", categoryarray=policies, autorange="reversed")  # first measured on top
-    title = (SHARES if measure in SHARES else RATES)[measure][0]
     fig.update_layout(title=dict(text=f"{title} on the RULER-style tasks", x=0.0), barmode="group",
                       margin=MARGIN, height=160 + 30 * len(policies), legend=dict(title="budget"))
     return fig
