@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from ccviz import CcvizError
-from ccviz.bench.documents import COMBINATIONS, KINDS, make_case
+from ccviz.bench.data.documents import COMBINATIONS, KINDS, make_case
+from ccviz.bench.data.spans import prompt_tokens
 from ccviz.bench.metrics import (
     answer_matches,
     cache_before,
@@ -19,12 +20,11 @@ from ccviz.bench.metrics import (
     repeated_ngram_rate,
     wilson_interval,
 )
-from ccviz.bench.perplexity import sequence_nll
 from ccviz.bench.plots import write_plots
 from ccviz.bench.results import ResultTable, load_results
-from ccviz.bench.retention import measure, prepare
-from ccviz.bench.spans import prompt_tokens
 from ccviz.bench.specs import PolicySpec, parse_spec
+from ccviz.bench.tasks.perplexity import sequence_nll
+from ccviz.bench.tasks.retention import measure, prepare
 from ccviz.prompts import encode_prompt
 from ccviz.trace import Cycle, TokenRecord, Trace
 
@@ -287,8 +287,8 @@ def test_sign_test_matches_the_binomial_tail():
 
 
 def test_variants_are_paired_with_their_own_default_on_the_same_cases_per_budget():
-    from ccviz.bench.ablation import ablation_specs
     from ccviz.bench.pairing import default_labels, paired_with_defaults
+    from ccviz.bench.tasks.ablation import ablation_specs
 
     grid = [s.label for s in ablation_specs()]
     defaults = default_labels(grid)
@@ -356,7 +356,7 @@ def test_retention_breakdown_splits_survival_by_fact_type_and_position_at_the_mi
 
 # ----- efficiency: which sizes each policy is timed at, and the fitted exponent ------------------------
 def test_quadratic_passes_stop_early_and_others_go_to_every_size():
-    from ccviz.bench.efficiency import timed_sizes
+    from ccviz.bench.tasks.efficiency import timed_sizes
 
     settings = {"sizes": [512, 4096, 8192, 32768], "full_max_n": 8192, "attention_max_n": 4096}
     assert timed_sizes("counter_causal_fast", settings) == [512, 4096, 8192, 32768]
@@ -371,7 +371,7 @@ def test_quadratic_passes_stop_early_and_others_go_to_every_size():
 def test_fitted_exponent_recovers_a_power_law_and_skips_missing_times():
     import pandas as pd
 
-    from ccviz.bench.efficiency import fitted_exponent
+    from ccviz.bench.tasks.efficiency import fitted_exponent
 
     n = pd.Series([512, 1024, 2048, 4096])
     assert fitted_exponent(n, 3e-9 * n.astype(float) ** 2) == pytest.approx(2.0)
@@ -380,8 +380,8 @@ def test_fitted_exponent_recovers_a_power_law_and_skips_missing_times():
 
 
 def test_policies_that_only_read_the_cache_share_one_fill():
-    from ccviz.bench.efficiency import fill_groups
     from ccviz.bench.specs import parse_spec
+    from ccviz.bench.tasks.efficiency import fill_groups
 
     specs = [parse_spec(t) for t in ("sliding", "tova", "counter_causal", "counter_causal_fast", "counter_causal_fast:window=128",
                                      "counter_causal:from_layer=7", "h2o", "sliding:granularity=word")]

@@ -15,13 +15,17 @@ import pytest
 from conftest import bench_quick
 from streamlit.testing.v1 import AppTest
 
-from ccviz.bench.ablation import RETENTION_BUDGET, ablation_specs
 from ccviz.bench.command import TASKS
-from ccviz.bench.needle import RULER_VARIANTS, RulerSettings
 from ccviz.bench.results import results_dir
-from ccviz.bench.retention import RetentionSettings
+from ccviz.bench.tasks.ablation import RETENTION_BUDGET, ablation_specs
+from ccviz.bench.tasks.needle import RULER_VARIANTS, RulerSettings
+from ccviz.bench.tasks.retention import RetentionSettings
 from ccviz.figures.benchmarks import (
-    divergence_figure, perplexity_figure, rate_figure, refresh_cost_figure, refresh_seconds_figure,
+    divergence_figure,
+    perplexity_figure,
+    rate_figure,
+    refresh_cost_figure,
+    refresh_seconds_figure,
 )
 from ccviz.ui.bench_commands import reproduce_command
 

@@ -13,17 +13,26 @@ import pandas as pd
 import pytest
 
 from ccviz import generate
+from ccviz.bench.data.haystack import KINDS, RULER_TASKS, SENTENCE_TOKENS, TASKS, make_haystack_case, token_count
 from ccviz.bench.dispatch import Workers, measure_cells, threads_per_worker
-from ccviz.bench.haystack import KINDS, RULER_TASKS, SENTENCE_TOKENS, TASKS, make_haystack_case, token_count
 from ccviz.bench.metrics import fact_survived
-from ccviz.bench.needle import (
-    RULER_VARIANTS, NeedleSettings, RulerSettings, cache_size_for, measure_cell, needle_cells, ruler_specs, run_needle,
-    run_ruler, summarise_map, summarise_rates,
-)
 from ccviz.bench.specs import PolicySpec, parse_spec, registered_specs
+from ccviz.bench.tasks.needle import (
+    RULER_VARIANTS,
+    NeedleSettings,
+    RulerSettings,
+    cache_size_for,
+    measure_cell,
+    needle_cells,
+    ruler_specs,
+    run_needle,
+    run_ruler,
+    summarise_map,
+    summarise_rates,
+)
 from ccviz.errors import CcvizError
-from ccviz.prompts import encode_prompt
 from ccviz.figures.needle import needle_difference_figure, needle_map_figure, ruler_figure
+from ccviz.prompts import encode_prompt
 
 
 @pytest.fixture(scope="module")

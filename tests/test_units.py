@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from ccviz import generate
-from ccviz.bench.documents import make_case
+from ccviz.bench.data.documents import make_case
 from ccviz.units import group_units, pool_scores, select_units, token_classes
 
 

@@ -80,10 +80,11 @@ def _log(message: str) -> None:
 
 def main(args: argparse.Namespace) -> None:
     # Imported here: building the CLI parser must stay cheap for every other subcommand.
-    from . import ablation, allocation, attention, cost, decode, efficiency, memory, needle, overhead, perplexity, retention
     from .dispatch import Workers
+    from .probes import attention, cost, memory, overhead
     from .results import results_dir
     from .specs import PolicySpec, parse_spec, registered_specs
+    from .tasks import ablation, allocation, decode, efficiency, needle, perplexity, retention
 
     out = args.out or results_dir(args.quick)
     if args.task == "report":

@@ -7,7 +7,6 @@ from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from multiprocessing import get_context
 
-
 # What loading a model imports (the embedded SmolLM2 and the tiny model are Llamas): seconds per process otherwise.
 MODEL_MODULES = ("transformers.models.auto.tokenization_auto", "transformers.models.llama.modeling_llama")
 

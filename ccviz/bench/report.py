@@ -7,10 +7,10 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from .needle import summarise_rates
 from .pairing import paired_with_defaults
 from .results import load_results
-from .retention import summarise as summarise_retention
+from .tasks.needle import summarise_rates
+from .tasks.retention import summarise as summarise_retention
 
 
 def _percent(value: float, low: float | None = None, high: float | None = None) -> str:

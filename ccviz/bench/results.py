@@ -16,14 +16,14 @@ import datetime
 import json
 import os
 import platform
-from pathlib import Path
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Iterable
 
 import pandas as pd
 
-from ..version import __version__
 from ..errors import CcvizError
+from ..version import __version__
 from .specs import in_policy_order
 from .timing import cpu_name, git, source_commit
 

@@ -14,15 +14,15 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ..bench import ablation, allocation, efficiency
 from ..bench.command import DISPATCHED
-from ..bench.decode import DecodeSettings
-from ..bench.efficiency import EfficiencySettings
-from ..bench.needle import NeedleSettings, RulerSettings, default_specs
-from ..bench.perplexity import PerplexitySettings
 from ..bench.results import results_dir
-from ..bench.retention import RetentionSettings
 from ..bench.specs import registered_specs
+from ..bench.tasks import ablation, allocation, efficiency
+from ..bench.tasks.decode import DecodeSettings
+from ..bench.tasks.efficiency import EfficiencySettings
+from ..bench.tasks.needle import NeedleSettings, RulerSettings, default_specs
+from ..bench.tasks.perplexity import PerplexitySettings
+from ..bench.tasks.retention import RetentionSettings
 from ..figures.benchmarks import FULL
 from ..models import DEFAULT_MODEL
 

@@ -14,7 +14,6 @@ from typing import Any, Callable
 import pandas as pd
 import plotly.graph_objects as go
 
-from ..bench import decode, efficiency, needle, perplexity, retention
 from ..bench.report import (
     ablation_table,
     allocation_tables,
@@ -27,6 +26,7 @@ from ..bench.report import (
     ruler_tables,
 )
 from ..bench.results import load_results
+from ..bench.tasks import decode, efficiency, needle, perplexity, retention
 from ..figures.benchmarks import (
     FULL,
     divergence_figure,

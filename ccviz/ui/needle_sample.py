@@ -1,7 +1,7 @@
 """The "needle" sample generator: one cell of a needle map, loaded into the text box to watch it happen.
 
 The user picks a context length, a depth and what the needle states (or a RULER-style task); the
-harness's own generator (:mod:`ccviz.bench.haystack`) writes the document and question, counted in
+harness's own generator (:mod:`ccviz.bench.data.haystack`) writes the document and question, counted in
 the app model's tokens, and the budget is set as the benchmark sets it (J = 25% of the document,
 h = J/4). The needle's sentence is remembered, so the Run page can mark its tokens.
 """
@@ -12,8 +12,8 @@ import os
 
 import streamlit as st
 
-from ..bench.haystack import KINDS, TASKS, make_haystack_case, token_count
-from ..bench.needle import NeedleSettings, cache_size_for, document_tokens
+from ..bench.data.haystack import KINDS, TASKS, make_haystack_case, token_count
+from ..bench.tasks.needle import NeedleSettings, cache_size_for, document_tokens
 from ..errors import CcvizError
 from ..models import load_tokenizer
 from .limits import max_tokens

@@ -79,12 +79,12 @@ def check_uniform(results: Path, cases: list[int]) -> None:
     """Measure the published uniform retention rows of ``cases`` again here, for the policies the allocation
     task crosses, and count the rows that match exactly: the pairing assumes this machine's engine gives
     the rows the main table's machine gave."""
-    from ccviz import load_model
-    from ccviz.bench.allocation import ATTENTION_POLICIES, COUNTER_CAUSAL_POLICIES
-    from ccviz.bench.retention import RetentionCell, measure_cell
-    from ccviz.bench.specs import PolicySpec
-
     import torch
+
+    from ccviz import load_model
+    from ccviz.bench.specs import PolicySpec
+    from ccviz.bench.tasks.allocation import ATTENTION_POLICIES, COUNTER_CAUSAL_POLICIES
+    from ccviz.bench.tasks.retention import RetentionCell, measure_cell
 
     published = read_frame(results / "retention.csv")
     meta = json.loads((results / "retention.json").read_text())

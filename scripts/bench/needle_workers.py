@@ -16,8 +16,8 @@ import pandas as pd
 import torch
 
 from ccviz.bench.dispatch import Workers
-from ccviz.bench.needle import NeedleSettings, run_needle
 from ccviz.bench.specs import parse_spec
+from ccviz.bench.tasks.needle import NeedleSettings, run_needle
 from ccviz.bench.timing import header
 from ccviz.models import load_model
 

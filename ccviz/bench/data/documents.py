@@ -16,7 +16,7 @@ import string
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from ..errors import CcvizError
+from ...errors import CcvizError
 from .vocabulary import (
     CHAT_EXCHANGES,
     CLINICAL_CORES,

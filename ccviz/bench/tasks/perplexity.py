@@ -16,14 +16,14 @@ from typing import Any, Callable
 import pandas as pd
 import torch
 
-from ..engine import CacheSession, RunConfig, prepare
-from ..fields import Validated, whole
-from ..models import LoadedModel
-from ..policies import Policy
-from ..trace import Trace
-from .results import ResultTable, write_summary
-from .specs import PolicySpec
-from .texts import prose_segments
+from ...engine import CacheSession, RunConfig, prepare
+from ...fields import Validated, whole
+from ...models import LoadedModel
+from ...policies import Policy
+from ...trace import Trace
+from ..data.texts import prose_segments
+from ..results import ResultTable, write_summary
+from ..specs import PolicySpec
 
 COLUMNS = ["segment", "policy", "budget", "tokens", "nll_sum", "nll_mean", "seconds"]  # budget: J (h = J/4)
 KEY = ["segment", "policy", "budget"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..prompts import encode_prompt
+from ...prompts import encode_prompt
 
 
 @dataclass(frozen=True)

@@ -18,13 +18,13 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from ..capture import decoder_layers
-from ..choices import SURPRISE_SCORES
-from ..models import LoadedModel
-from ..policies import POLICIES
+from ...capture import decoder_layers
+from ...choices import SURPRISE_SCORES
+from ...models import LoadedModel
+from ...policies import POLICIES
+from ..dispatch import Workers
+from ..specs import PolicySpec, parse_spec
 from . import perplexity, retention
-from .dispatch import Workers
-from .specs import PolicySpec, parse_spec
 
 ABLATED_POLICIES = ("counter_causal", "counter_causal_fast")  # all layers, and the fast last-layer variant
 MIN_GAPS = (0, 2)

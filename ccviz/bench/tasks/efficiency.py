@@ -29,16 +29,16 @@ from typing import Any, Callable
 import pandas as pd
 import torch
 
-from ..capture import decoder_layers
-from ..engine import CacheSession, RunConfig, generate
-from ..fields import Validated, whole
-from ..models import LoadedModel, load_model
-from ..policies import Policy
-from .processes import fresh_processes
-from .results import ResultTable, write_summary
-from .specs import PolicySpec, parse_spec, registered_specs
-from .texts import prose_segments
-from .timing import median_seconds
+from ...capture import decoder_layers
+from ...engine import CacheSession, RunConfig, generate
+from ...fields import Validated, whole
+from ...models import LoadedModel, load_model
+from ...policies import Policy
+from ..data.texts import prose_segments
+from ..processes import fresh_processes
+from ..results import ResultTable, write_summary
+from ..specs import PolicySpec, parse_spec, registered_specs
+from ..timing import median_seconds
 
 REFRESH_COLUMNS = ["policy", "n", "cache_size", "refresh_seconds", "forward_seconds", "ratio", "repeats", "peak_mb"]
 E2E_COLUMNS = [

@@ -22,16 +22,16 @@ from typing import Any, Callable, ClassVar
 
 import pandas as pd
 
-from ..engine import generate
-from ..errors import CcvizError
-from ..fields import Validated, choice, number, whole
-from ..models import LoadedModel, model_name
-from .dispatch import Workers, measure_into
-from .haystack import KINDS, RULER_TASKS, HaystackCase, make_haystack_case
-from .metrics import answer_matches, binomial_rate, cache_before
-from .results import ResultTable, write_summary
-from .spans import PromptTokens, prompt_tokens
-from .specs import PolicySpec, registered_specs
+from ...engine import generate
+from ...errors import CcvizError
+from ...fields import Validated, choice, number, whole
+from ...models import LoadedModel, model_name
+from ..data.haystack import KINDS, RULER_TASKS, HaystackCase, make_haystack_case
+from ..data.spans import PromptTokens, prompt_tokens
+from ..dispatch import Workers, measure_into
+from ..metrics import answer_matches, binomial_rate, cache_before
+from ..results import ResultTable, write_summary
+from ..specs import PolicySpec, registered_specs
 
 COLUMNS = [
     "task", "length", "depth", "trial", "kind", "policy", "budget", "cache_size", "chunk_size", "prompt_tokens",

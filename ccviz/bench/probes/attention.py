@@ -29,16 +29,16 @@ from typing import Any, Callable
 
 import torch
 
-from ..capture import ATTENTION_IMPLEMENTATION, install_hooks
-from ..engine import CacheSession, generate
-from ..errors import CcvizError
-from ..fields import Validated, whole
-from ..models import LoadedModel, load_model
-from ..prompts import encode_prompt
-from .efficiency import decide, filled_session, forward_seconds
+from ...capture import ATTENTION_IMPLEMENTATION, install_hooks
+from ...engine import CacheSession, generate
+from ...errors import CcvizError
+from ...fields import Validated, whole
+from ...models import LoadedModel, load_model
+from ...prompts import encode_prompt
+from ..data.texts import long_document
+from ..specs import PolicySpec
+from ..tasks.efficiency import decide, filled_session, forward_seconds
 from .overhead import PROMPT
-from .specs import PolicySpec
-from .texts import long_document
 
 SCORED = ["tova", "h2o", "snapkv", "importance_keyproxy"]
 DECODED = ["full", "sliding", *SCORED]

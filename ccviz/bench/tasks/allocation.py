@@ -17,12 +17,12 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from ..models import LoadedModel
-from ..trace import Trace
+from ...models import LoadedModel
+from ...trace import Trace
+from ..dispatch import Workers
+from ..metrics import cache_before
+from ..specs import PolicySpec
 from . import perplexity, retention
-from .dispatch import Workers
-from .metrics import cache_before
-from .specs import PolicySpec
 
 ATTENTION_POLICIES = ("snapkv", "tova", "h2o")
 COUNTER_CAUSAL_POLICIES = ("counter_causal_fast", "counter_causal")

@@ -15,11 +15,11 @@ from typing import Any, Callable
 
 import torch
 
-from ..fields import Validated, whole
-from ..models import load_model
-from ..scoring import causal_pass, surprise_from_cache
-from .texts import long_document
-from .timing import median_seconds
+from ...fields import Validated, whole
+from ...models import load_model
+from ...scoring import causal_pass, surprise_from_cache
+from ..data.texts import long_document
+from ..timing import median_seconds
 
 CASES = [("full", "logit"), ("full", "contrast"), ("full", "logprob"), ("fast", "logit"), ("fast", "contrast"),
          ("fast", "logprob"), ("fast_mlp", "logit")]

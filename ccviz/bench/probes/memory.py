@@ -15,11 +15,11 @@ from typing import Any, Callable
 
 import torch
 
-from ..engine import generate
-from ..fields import Validated, whole
-from ..models import load_model
-from ..policies import make_policy
-from .processes import fresh_processes
+from ...engine import generate
+from ...fields import Validated, whole
+from ...models import load_model
+from ...policies import make_policy
+from ..processes import fresh_processes
 
 PROMPT = "Write a very long story about a ship."
 

@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ..errors import CcvizError
+from ...errors import CcvizError
 from .documents import INSTRUCTION
 from .texts import prose_corpus
 

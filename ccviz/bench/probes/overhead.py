@@ -15,12 +15,12 @@ from typing import Any, Callable
 
 import torch
 
-from ..engine import generate
-from ..fields import Validated, whole
-from ..models import load_model
-from ..prompts import encode_prompt
-from .texts import long_document
-from .timing import median_seconds
+from ...engine import generate
+from ...fields import Validated, whole
+from ...models import load_model
+from ...prompts import encode_prompt
+from ..data.texts import long_document
+from ..timing import median_seconds
 
 PROMPT = "Write a long, detailed story about a lighthouse keeper who finds a message in a bottle."
 

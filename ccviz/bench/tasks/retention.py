@@ -16,16 +16,16 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from ..engine import generate
-from ..fields import Validated, number, whole
-from ..models import LoadedModel
-from ..trace import Trace
-from .dispatch import Workers, measure_into
-from .documents import Case, make_case
-from .metrics import answer_matches, binomial_rate, cache_before
-from .results import ResultTable, write_summary
-from .spans import prompt_tokens
-from .specs import PolicySpec
+from ...engine import generate
+from ...fields import Validated, number, whole
+from ...models import LoadedModel
+from ...trace import Trace
+from ..data.documents import Case, make_case
+from ..data.spans import prompt_tokens
+from ..dispatch import Workers, measure_into
+from ..metrics import answer_matches, binomial_rate, cache_before
+from ..results import ResultTable, write_summary
+from ..specs import PolicySpec
 
 COLUMNS = [
     "case", "kind", "fact_type", "position", "doc_tokens", "fact_start", "fact_tokens", "question_start",

@@ -14,12 +14,12 @@ from typing import Callable
 
 import pandas as pd
 
-from ..engine import generate
-from ..fields import Validated, whole
-from ..models import LoadedModel
-from .metrics import first_divergence, repeated_ngram_rate
-from .results import ResultTable, write_summary
-from .specs import PolicySpec
+from ...engine import generate
+from ...fields import Validated, whole
+from ...models import LoadedModel
+from ..metrics import first_divergence, repeated_ngram_rate
+from ..results import ResultTable, write_summary
+from ..specs import PolicySpec
 
 PROMPTS = (
     "Write a long, detailed story about a lighthouse keeper who finds a message in a bottle.",
