@@ -15,8 +15,8 @@ from ccviz.bench.data.spans import prompt_tokens
 from ccviz.bench.metrics import (
     answer_matches,
     cache_before,
-    fact_survived,
     first_divergence,
+    kept_before,
     repeated_ngram_rate,
     wilson_interval,
 )
@@ -24,7 +24,7 @@ from ccviz.bench.plots import write_plots
 from ccviz.bench.results import ResultTable, load_results
 from ccviz.bench.specs import PolicySpec, parse_spec
 from ccviz.bench.tasks.perplexity import sequence_nll
-from ccviz.bench.tasks.retention import measure, prepare
+from ccviz.bench.tasks.retention import RetentionCell, measure_cell
 from ccviz.prompts import encode_prompt
 from ccviz.trace import Cycle, TokenRecord, Trace
 
@@ -108,14 +108,14 @@ def test_survival_is_read_at_the_last_refresh_before_the_question():
     # Frozen 0-1; refreshes every 4 tokens keep the frozen prefix plus a few chosen entries.
     trace = _trace([(4, [0, 1, 2, 3]), (8, [0, 1, 3, 6, 7]), (12, [0, 1, 6, 10, 11]), (16, [0, 1, 14, 15])], 20)
     assert cache_before(trace, 10) == {0, 1, 3, 6, 7, 8, 9}  # refresh at step 8, then tokens 8 and 9
-    assert fact_survived(trace, [3], question_start=10)  # kept at step 8; evicted at 12, after the question began
-    assert not fact_survived(trace, [2, 3], question_start=10)  # 2 was evicted at step 8
-    assert fact_survived(trace, [8, 9], question_start=10)  # processed after the last refresh
-    assert fact_survived(trace, [3], question_start=8)  # a refresh at the question's own step counts
-    assert not fact_survived(trace, [3], question_start=13)
-    assert fact_survived(trace, [2], question_start=3)  # before the first refresh nothing is evicted
+    assert kept_before(trace, [3], question_start=10) == 1  # kept at step 8; evicted at 12, after the question began
+    assert kept_before(trace, [2, 3], question_start=10) == 1  # 2 was evicted at step 8
+    assert kept_before(trace, [8, 9], question_start=10) == 2  # processed after the last refresh
+    assert kept_before(trace, [3], question_start=8) == 1  # a refresh at the question's own step counts
+    assert kept_before(trace, [3], question_start=13) == 0
+    assert kept_before(trace, [2], question_start=3) == 1  # before the first refresh nothing is evicted
     with pytest.raises(ValueError):
-        fact_survived(trace, [12], question_start=10)
+        kept_before(trace, [12], question_start=10)
 
 
 def test_first_divergence_and_repeated_ngrams():
@@ -211,11 +211,10 @@ def test_retention_survival_follows_the_sliding_window_rule(tiny):
     """Under a sliding window the fact survives iff it is within J of the last refresh step before the
     question: an analytic check of the whole measurement path (spans, trace, metric)."""
     for index in range(4):
-        prepared = prepare(tiny, make_case(index, words=120))
-        row = measure(tiny, prepared, PolicySpec("sliding"), 0.3, answer=False, max_new_tokens=1)
+        row = measure_cell(tiny, RetentionCell(index, 120, 0, PolicySpec("sliding"), 0.3, False, 1))
         J, h = row["cache_size"], row["chunk_size"]
-        last_refresh = prepared.question_start // h * h
-        expected = all(t >= last_refresh - J for t in prepared.fact)
+        last_refresh = row["question_start"] // h * h
+        expected = row["fact_start"] >= last_refresh - J  # the fact's tokens are consecutive: its first decides
         assert row["survived"] == int(expected), (index, row)
 
 

@@ -86,13 +86,15 @@ def cache_before(trace: Trace, timestep: int, layer: int | None = None, head: in
     return set(last.kept_by(layer, head)) | set(range(last.step, timestep))
 
 
-def fact_survived(trace: Trace, fact_timesteps: Sequence[int], question_start: int) -> bool:
-    """True if every token of the fact is still cached when the first question token is read."""
-    if not fact_timesteps:
+def kept_before(trace: Trace, timesteps: Sequence[int], question_start: int) -> int:
+    """How many of ``timesteps`` (a fact's, a needle's tokens) are still cached when the first question
+    token is read: all of them is what the survival tasks call survival."""
+    if not timesteps:
         raise ValueError("the fact has no tokens")
-    if max(fact_timesteps) >= question_start:
+    if max(timesteps) >= question_start:
         raise ValueError("the fact must come before the question")
-    return set(fact_timesteps) <= cache_before(trace, question_start)
+    cached = cache_before(trace, question_start)
+    return sum(t in cached for t in timesteps)
 
 
 def first_divergence(reference: Sequence[int], other: Sequence[int]) -> int:

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from .budget import budget_text
+
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 720, 360, 60, 220, 30, 45
 
@@ -143,7 +145,7 @@ def write_plots(results: dict, directory: Path) -> list[Path]:
             title="Refresh cost / one forward over n tokens", x_label="cached tokens n", y_label="ratio")
     if "needle_summary" in frames:  # one map per policy and budget (the full cache at its own)
         for (policy, budget), cells in frames["needle_summary"].groupby(["policy", "budget"], sort=False):
-            at = "" if policy == "full" else f" at J = {budget:.0%}" if budget <= 1 else f" at J = {int(budget)}"
+            at = "" if policy == "full" else budget_text(budget, " at J = {:.0%}", " at J = {:d}")
             suffix = "" if policy == "full" or frames["needle_summary"]["budget"].nunique() <= 2 else f"-{budget:g}"
             charts[f"needle-{policy.replace(':', '-').replace('=', '-').replace(',', '-')}{suffix}.svg"] = heatmap_chart(
                 cells, title=f"Needle survival: {policy}{at}")

@@ -7,6 +7,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
+from .budget import budget_text
 from .pairing import paired_with_defaults
 from .results import load_results
 from .tasks.needle import summarise_rates
@@ -257,10 +258,6 @@ def allocation_tables(retention_rows: pd.DataFrame | None, perplexity_summary: p
     return "\n\n".join(parts)
 
 
-def _budget_label(budget: float) -> str:
-    return f"J={budget:.0%}" if budget <= 1 else f"J={int(budget)}"
-
-
 def _rate_cell(successes: int, trials: int) -> str:
     return f"{100 * successes / trials:.0f}% ({successes}/{trials})" if trials else "-"
 
@@ -275,14 +272,14 @@ def needle_tables(rows: pd.DataFrame) -> str:
     ceiling = _percent(full.accuracy.iloc[0], full.accuracy_low.iloc[0], full.accuracy_high.iloc[0]) if len(full) else "-"
     cells = overall[overall.policy != "full"]
     table = pd.DataFrame({
-        "policy": cells.policy.tolist(), "J": cells.budget.map(_budget_label).tolist(), "cells": cells.n.astype(int).tolist(),
+        "policy": cells.policy.tolist(), "J": cells.budget.map(budget_text).tolist(), "cells": cells.n.astype(int).tolist(),
         "survival": [_percent(r.survival, r.survival_low, r.survival_high) for r in cells.itertuples()],
         "accuracy": [_percent(r.accuracy, r.accuracy_low, r.accuracy_high) for r in cells.itertuples()],
     })
 
     def by(column: str, label: Callable[[Any], str]) -> str:
         counts = summarise_rates(evicting, ["policy", "budget", column])
-        counts = counts.assign(row=counts.policy + " " + counts.budget.map(_budget_label), column=counts[column].map(label),
+        counts = counts.assign(row=counts.policy + " " + counts.budget.map(budget_text), column=counts[column].map(label),
                                cell=[_rate_cell(int(r.survived), int(r.n)) for r in counts.itertuples()])
         order = [label(v) for v in sorted(evicting[column].unique())]
         frame = counts.pivot(index="row", columns="column", values="cell").reindex(list(dict.fromkeys(counts.row)))
@@ -309,7 +306,7 @@ def ruler_tables(rows: pd.DataFrame) -> str:
         cells = pooled[pooled.policy != "full"].assign(
             cell=lambda f: [f"{_rate_cell(int(r.survived), int(r.n))} · {100 * r.answer_share:.0f}% · {100 * r.kept_share:.0f}%"
                             for r in f.itertuples()])
-        table = _pivot(cells, lambda r: r.cell, _budget_label)
+        table = _pivot(cells, lambda r: r.cell, budget_text)
         lengths = ", ".join(str(int(v)) for v in sorted(group.length.unique()))
         parts.append(f"**{task}** ({lengths} tokens; survival (kept/cases) · answers found · "
                      f"required tokens kept; full cache finds "
@@ -326,7 +323,7 @@ def ruler_pairing(rows: pd.DataFrame) -> str:
     if variants.empty:
         return ""
     variants = variants.assign(policy=variants.task + ": " + variants.policy + " vs " + variants.default)
-    table = _pivot(variants, lambda r: f"+{r.wins} / -{r.losses} (p {r.p:.2g})", _budget_label)
+    table = _pivot(variants, lambda r: f"+{r.wins} / -{r.losses} (p {r.p:.2g})", budget_text)
     return ("Each variant against its policy's default on the same cases: cases where it kept more / less "
             f"of the required tokens (exact sign test):\n\n{_markdown(table)}")
 

@@ -13,6 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ..bench.budget import budget_text
 from .benchmarks import FULL, MARGIN, RATES
 
 MAP_SCALE = [[0.0, "#c92a2a"], [0.5, "#fcc419"], [1.0, "#2b8a3e"]]  # lost, half, kept
@@ -104,7 +105,7 @@ def needle_difference_figure(summary: pd.DataFrame, policy: str, other: str, bud
 
 
 def _budget(budget: float) -> str:
-    return f"{budget:.0%} of the document" if budget <= 1 else f"{int(budget)} tokens"
+    return budget_text(budget, "{:.0%} of the document", "{:d} tokens")
 
 
 SHARES = {"kept_share": ("Required tokens kept", "share of the required tokens cached")}  # means per case, not counts

@@ -13,7 +13,9 @@ import os
 import streamlit as st
 
 from ..bench.data.haystack import KINDS, TASKS, make_haystack_case, token_count
-from ..bench.tasks.needle import NeedleSettings, cache_size_for, document_tokens
+from ..bench.budget import budget_text, cache_size_for
+from ..bench.tasks.needle import NeedleSettings
+from ..bench.tasks.survival import prepare
 from ..errors import CcvizError
 from ..models import load_tokenizer
 from .limits import max_tokens
@@ -46,14 +48,16 @@ def _generate() -> None:
     except CcvizError as err:
         state["doc.error"] = f"Could not generate the needle document: {err}"
         return
-    cache_size = cache_size_for(BUDGET, document_tokens(tokenizer, case)[2])  # as the map's cell measures it
+    doc_tokens = prepare(tokenizer, case.prompt, case.question_start, case.required).doc_tokens
+    cache_size = cache_size_for(BUDGET, doc_tokens)  # as the map's cell measures it
     state["doc.text"], state["doc.chat"], state[NEEDLE_KEY] = case.prompt, True, case.target
     for page in ("run", "cmp"):
         state[f"{page}.max_new"] = case.max_new_tokens
         state[f"{page}.J"], state[f"{page}.h"] = cache_size, None
     state["cmp.phrase"] = case.answers[0]
     state["needle.loaded"] = (f"Loaded: {TASK_LABELS[task]}, {token_count(tokenizer, case.prompt)} tokens, the question "
-                              f"asks for {', '.join(case.answers)}; J = {cache_size} (25% of the document), h = J/4.")
+                              f"asks for {', '.join(case.answers)}; J = {cache_size} ({budget_text(BUDGET, '{:.0%} of the document')}), "
+                              "h = J/4.")
 
 
 def needle_generator() -> None:

@@ -23,6 +23,7 @@ from ..dispatch import Workers
 from ..metrics import cache_before
 from ..specs import PolicySpec
 from . import perplexity, retention
+from .survival import Prepared
 
 ATTENTION_POLICIES = ("snapkv", "tova", "h2o")
 COUNTER_CAUSAL_POLICIES = ("counter_causal_fast", "counter_causal")
@@ -55,8 +56,8 @@ def layer_share(trace: Trace, fact: list[int], timestep: int) -> float:
     return sum(held) / len(held)
 
 
-def retention_columns(trace: Trace, prepared: retention.Prepared) -> dict:
-    return costs(trace) | {"layer_share": round(layer_share(trace, prepared.fact, prepared.question_start), 4)}
+def retention_columns(trace: Trace, prepared: Prepared) -> dict:
+    return costs(trace) | {"layer_share": round(layer_share(trace, prepared.required, prepared.question_start), 4)}
 
 
 def run(lm: LoadedModel, quick: bool, out: Path, *, specs: list[PolicySpec] | None = None, fresh: bool = False,

@@ -22,16 +22,14 @@ from typing import Any, Callable, ClassVar
 
 import pandas as pd
 
-from ...engine import generate
-from ...errors import CcvizError
 from ...fields import Validated, choice, number, whole
-from ...models import LoadedModel, model_name
+from ...models import LoadedModel
+from ..budget import check_budget
 from ..data.haystack import KINDS, RULER_TASKS, HaystackCase, make_haystack_case
-from ..data.spans import PromptTokens, prompt_tokens
-from ..dispatch import Workers, measure_into
-from ..metrics import answer_matches, binomial_rate, cache_before
-from ..results import ResultTable, write_summary
+from ..dispatch import Workers
+from ..metrics import answer_matches, binomial_rate
 from ..specs import PolicySpec, registered_specs
+from .survival import case_runs, prepare, run_case, run_cells
 
 COLUMNS = [
     "task", "length", "depth", "trial", "kind", "policy", "budget", "cache_size", "chunk_size", "prompt_tokens",
@@ -39,8 +37,6 @@ COLUMNS = [
     "answer_share", "output", "seconds",
 ]
 KEY = ["task", "length", "depth", "trial", "policy", "budget"]
-FULL_BUDGET = 1.0  # the full cache, once per case
-FULL = PolicySpec("full")
 QUICK_POLICIES = 4  # with --quick and no --policy: the first registered ones (full, sliding, streaming_llm, tova)
 SPREAD = ""  # the depth column of a case whose needles the seed spreads (the RULER tasks)
 # Variable tracking asks whether a chain of links survives, so the ruler task's default set adds the two
@@ -61,8 +57,7 @@ class _Grid(Validated):
     def __post_init__(self) -> None:
         super().__post_init__()
         for budget in self.budgets:
-            if budget > 1 and not float(budget).is_integer():
-                raise CcvizError(f"a budget is a share of the document (at most 1) or a whole J, got {budget}")
+            check_budget(budget)
 
     @property
     def cells_per_policy(self) -> int:
@@ -118,44 +113,29 @@ class Cell:
         """The depth as the result rows key it (RULER's seed-spread needles: blank)."""
         return SPREAD if self.depth is None else self.depth
 
+    def key(self) -> dict[str, Any]:
+        return {"task": self.task, "length": self.length, "depth": self.depth_column, "trial": self.trial,
+                "policy": self.spec.label, "budget": self.budget}
+
     def __str__(self) -> str:
         where = "" if self.depth is None else f" at depth {self.depth:.0%}"
         return f"{self.task} {self.length} tokens{where}, trial {self.trial}, {self.spec.label}, budget {self.budget}"
 
 
-def cache_size_for(budget: float, doc_tokens: int) -> int:
-    """J for a budget: a share of the document's tokens (at most 1), or a fixed J."""
-    return int(budget) if budget > 1 else max(1, round(budget * doc_tokens))
-
-
-def document_tokens(tokenizer, case: HaystackCase) -> tuple[PromptTokens, int, int]:
-    """The case's prompt as the engine encodes it, the timestep of its first question token, and the
-    document's token count (what a budget share is a share of)."""
-    tokens = prompt_tokens(tokenizer, case.prompt)
-    question = tokens.first_timestep(case.question_start)
-    return tokens, question, question - tokens.text_start
-
-
 def measure_cell(lm: LoadedModel, cell: Cell) -> dict[str, Any]:
     """Run one cell's case under its policy and budget (greedy); its result row."""
     case = cell.case(lm.tokenizer)
-    tokens, question, doc_tokens = document_tokens(lm.tokenizer, case)
-    required = sorted({t for start, end in case.required for t in tokens.timesteps(start, end)})
-    cache_size = cache_size_for(cell.budget, doc_tokens)
-    trace = generate(lm, case.prompt, policy=cell.spec.build(), cache_size=cache_size,
-                     max_new_tokens=case.max_new_tokens, **cell.spec.run_settings(cache_size))
-    cached = cache_before(trace, question)
-    kept = sum(t in cached for t in required)
-    found = [answer_matches(trace.output_text, answer) for answer in case.answers]
+    prepared = prepare(lm.tokenizer, case.prompt, case.question_start, case.required)
+    outcome = run_case(lm, case.prompt, prepared, cell.spec, cell.budget, case.max_new_tokens)
+    output = outcome.trace.output_text
+    found = [answer_matches(output, answer) for answer in case.answers]
     return {
         "task": cell.task, "length": cell.length, "depth": cell.depth_column,
         "trial": cell.trial, "kind": cell.kind, "policy": cell.spec.label, "budget": cell.budget,
-        "cache_size": cache_size, "chunk_size": trace.config["chunk_size"], "prompt_tokens": len(tokens.ids) - tokens.text_start,
-        "doc_tokens": doc_tokens, "needle_depth": round((required[0] - tokens.text_start) / doc_tokens, 4),
-        "required_tokens": len(required), "question_start": question,
-        "survived": int(kept == len(required)), "kept_share": round(kept / len(required), 4),
-        "answered": int(all(found)), "answer_share": round(sum(found) / len(found), 4),
-        "output": trace.output_text.strip(), "seconds": round(trace.timings["total_seconds"], 3),
+        "prompt_tokens": prepared.text_tokens, "required_tokens": len(prepared.required),
+        "needle_depth": round((prepared.required[0] - prepared.tokens.text_start) / prepared.doc_tokens, 4),
+        **outcome.columns(), "answered": int(all(found)), "answer_share": round(sum(found) / len(found), 4),
+        "output": output.strip(),
     }
 
 
@@ -184,24 +164,14 @@ def ruler_cells(specs: list[PolicySpec], settings: RulerSettings) -> list[Cell]:
 
 def _case_cells(task: str, length: int, depth: float | None, trial: int, kind: str, seed: int,
                 specs: list[PolicySpec], budgets: tuple[float, ...]) -> list[Cell]:
-    runs = [(FULL, FULL_BUDGET)] + [(spec, b) for spec in specs if spec.name != "full" for b in budgets]
-    return [Cell(task, length, depth, trial, kind, seed, spec, budget) for spec, budget in runs]
+    return [Cell(task, length, depth, trial, kind, seed, spec, budget) for spec, budget in case_runs(specs, budgets)]
 
 
 def _run(name: str, lm: LoadedModel | None, cells: list[Cell], specs: list[PolicySpec], settings: Any, out: Path, *,
          workers: Workers, model_args: dict[str, Any], fresh: bool, log: Callable[[str], None],
          summarise: Callable[[pd.DataFrame], pd.DataFrame]) -> pd.DataFrame:
-    model = lm.name if lm is not None else model_name(model_args.get("name_or_path"))
-    table = ResultTable(out, name, COLUMNS, KEY, {"model": model, **asdict(settings)}, fresh=fresh)
-    table.pin_policies([FULL, *specs])
-    todo = [c for c in cells if not table.has(task=c.task, length=c.length, depth=c.depth_column,
-                                              trial=c.trial, policy=c.spec.label, budget=c.budget)]
-    try:
-        measure_into(table, todo, len(cells), measure_cell, lm=lm, model_args=model_args, workers=workers, log=log)
-    finally:  # a partial run still leaves its summary
-        summary = summarise(table.frame())
-        write_summary(out, name, summary)
-    return summary
+    return run_cells(name, lm, cells, specs, asdict(settings), out, columns=COLUMNS, key=KEY, measure=measure_cell,
+                     summarise=summarise, workers=workers, model_args=model_args, fresh=fresh, log=log)
 
 
 def ruler_specs() -> list[PolicySpec]:

@@ -16,23 +16,20 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from ...engine import generate
 from ...fields import Validated, number, whole
 from ...models import LoadedModel
 from ...trace import Trace
-from ..data.documents import Case, make_case
-from ..data.spans import prompt_tokens
-from ..dispatch import Workers, measure_into
-from ..metrics import answer_matches, binomial_rate, cache_before
-from ..results import ResultTable, write_summary
+from ..data.documents import make_case
+from ..dispatch import Workers
+from ..metrics import answer_matches, binomial_rate
 from ..specs import PolicySpec
+from .survival import Prepared, case_runs, prepare, run_case, run_cells
 
 COLUMNS = [
     "case", "kind", "fact_type", "position", "doc_tokens", "fact_start", "fact_tokens", "question_start",
     "policy", "budget", "cache_size", "chunk_size", "survived", "kept_share", "answered", "output", "seconds",
 ]
 KEY = ["case", "policy", "budget"]
-FULL_BUDGET = 1.0  # the full cache is run once per case, recorded as budget 1.0 (the whole document)
 
 
 @dataclass(frozen=True)
@@ -49,42 +46,7 @@ class RetentionSettings(Validated):
         return cls(cases=2, accuracy_cases=1, words=60, budgets=(0.5,), max_new_tokens=8)
 
 
-@dataclass(frozen=True)
-class Prepared:
-    case: Case
-    doc_tokens: int
-    fact: list[int]
-    question_start: int
-
-
-def prepare(lm: LoadedModel, case: Case) -> Prepared:
-    tokens = prompt_tokens(lm.tokenizer, case.prompt)
-    question = tokens.first_timestep(case.question_start)
-    return Prepared(case, question - tokens.text_start, tokens.timesteps(*case.answer_span), question)
-
-
 Extra = Callable[[Trace, Prepared], dict]  # more columns of a row, from its run's trace
-
-
-def measure(lm: LoadedModel, prepared: Prepared, spec: PolicySpec, budget: float, answer: bool,
-            max_new_tokens: int, extra: Extra | None = None) -> dict:
-    """Run one case under one policy and budget; return its result row (with ``extra``'s columns)."""
-    case = prepared.case
-    cache_size = max(1, round(budget * prepared.doc_tokens))
-    trace = generate(lm, case.prompt, policy=spec.build(), cache_size=cache_size,
-                     max_new_tokens=max_new_tokens if answer else 1, **spec.run_settings(cache_size))
-    cached = cache_before(trace, prepared.question_start)
-    kept = sum(t in cached for t in prepared.fact)
-    return {
-        "case": case.index, "kind": case.kind, "fact_type": case.fact_type, "position": round(case.position, 4),
-        "doc_tokens": prepared.doc_tokens, "fact_start": prepared.fact[0], "fact_tokens": len(prepared.fact),
-        "question_start": prepared.question_start, "policy": spec.label, "budget": budget,
-        "cache_size": cache_size, "chunk_size": trace.config["chunk_size"],
-        "survived": int(kept == len(prepared.fact)), "kept_share": round(kept / len(prepared.fact), 4),
-        "answered": int(answer_matches(trace.output_text, case.answer)) if answer else "",
-        "output": trace.output_text.strip() if answer else "",
-        "seconds": round(trace.timings["total_seconds"], 3),
-    } | ({} if extra is None else extra(trace, prepared))
 
 
 @dataclass(frozen=True)
@@ -100,13 +62,27 @@ class RetentionCell:
     max_new_tokens: int
     extra: Extra | None = None  # a module-level function: it travels to worker processes by name
 
+    def key(self) -> dict[str, Any]:
+        return {"case": self.index, "policy": self.spec.label, "budget": self.budget}
+
     def __str__(self) -> str:
         return f"case {self.index}, {self.spec.label}, budget {self.budget}"
 
 
 def measure_cell(lm: LoadedModel, cell: RetentionCell) -> dict:
-    prepared = prepare(lm, make_case(cell.index, words=cell.words, seed=cell.seed))
-    return measure(lm, prepared, cell.spec, cell.budget, cell.answer, cell.max_new_tokens, cell.extra)
+    """Run one case under one policy and budget (generating the answer only on answered cases); its result
+    row, with ``extra``'s columns."""
+    case = make_case(cell.index, words=cell.words, seed=cell.seed)
+    prepared = prepare(lm.tokenizer, case.prompt, case.question_start, [case.answer_span])
+    outcome = run_case(lm, case.prompt, prepared, cell.spec, cell.budget, cell.max_new_tokens if cell.answer else 1)
+    output = outcome.trace.output_text
+    return {
+        "case": case.index, "kind": case.kind, "fact_type": case.fact_type, "position": round(case.position, 4),
+        "fact_start": prepared.required[0], "fact_tokens": len(prepared.required),
+        "policy": cell.spec.label, "budget": cell.budget, **outcome.columns(),
+        "answered": int(answer_matches(output, case.answer)) if cell.answer else "",
+        "output": output.strip() if cell.answer else "",
+    } | ({} if cell.extra is None else cell.extra(outcome.trace, prepared))
 
 
 def run(lm: LoadedModel, specs: list[PolicySpec], settings: RetentionSettings, out: Path, *, name: str = "retention",
@@ -115,20 +91,14 @@ def run(lm: LoadedModel, specs: list[PolicySpec], settings: RetentionSettings, o
         model_args: dict[str, Any] | None = None) -> pd.DataFrame:
     """Measure every missing row (case-major, so an interrupted run leaves every cell equally filled);
     ``extra`` adds the ``extra_columns`` to every row. Rows are independent, so ``workers`` may spread
-    them (:mod:`.dispatch`; worker processes load the model from ``model_args``)."""
-    table = ResultTable(out, name, COLUMNS + list(extra_columns), KEY, {"model": lm.name, **asdict(settings)}, fresh=fresh)
-    table.pin_policies([PolicySpec("full"), *specs])
-    runs = [(PolicySpec("full"), FULL_BUDGET)] + [(s, b) for s in specs if s.name != "full" for b in settings.budgets]
+    them (:mod:`..dispatch`; worker processes load the model from ``model_args``)."""
+    runs = case_runs(specs, settings.budgets)
     cells = [RetentionCell(index, settings.words, settings.seed, spec, budget, index < settings.accuracy_cases,
                            settings.max_new_tokens, extra)
              for index in range(settings.cases) for spec, budget in runs]
-    todo = [c for c in cells if not table.has(case=c.index, policy=c.spec.label, budget=c.budget)]
-    try:
-        measure_into(table, todo, len(cells), measure_cell, lm=lm, model_args=model_args or {}, workers=workers, log=log)
-    finally:  # a partial run still leaves its summary
-        summary = summarise(table.frame())
-        write_summary(out, name, summary)
-    return summary
+    return run_cells(name, lm, cells, specs, asdict(settings), out, columns=COLUMNS + list(extra_columns), key=KEY,
+                     measure=measure_cell, summarise=summarise, workers=workers, model_args=model_args or {},
+                     fresh=fresh, log=log)
 
 
 def summarise(rows: pd.DataFrame) -> pd.DataFrame:

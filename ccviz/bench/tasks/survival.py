@@ -1,0 +1,118 @@
+"""The one runner of the survival tasks (retention, ablation, allocation, needle, ruler): is every token
+that the answer needs still cached when the question is read?
+
+Each task only says what its cases are (its cells) and what else its rows hold. Everything else is
+here, once: the full cache runs once per case as the ceiling and then every other policy at every
+budget (:func:`case_runs`); a prompt is prepared once (:func:`prepare`: its timesteps, where the
+question starts, how long the document is); a budget becomes J by the one rule of :mod:`..budget`;
+survival is measured once (:func:`run_case`, through :func:`..metrics.kept_before`); and cells are
+measured here or by workers and appended as they finish (:func:`run_cells`, through :mod:`..dispatch`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import pandas as pd
+
+from ...engine import generate
+from ...models import LoadedModel, model_name
+from ...trace import Trace
+from ..budget import cache_size_for
+from ..data.spans import PromptTokens, prompt_tokens
+from ..dispatch import Measure, Workers, measure_into
+from ..metrics import kept_before
+from ..results import ResultTable, write_summary
+from ..specs import PolicySpec
+
+FULL = PolicySpec("full")
+FULL_BUDGET = 1.0  # the full cache runs once per case, recorded as budget 1.0 (the whole document)
+
+
+def case_runs(specs: Iterable[PolicySpec], budgets: Iterable[float]) -> list[tuple[PolicySpec, float]]:
+    """What one case runs under: the full cache once, then every other spec at every budget."""
+    budgets = tuple(budgets)
+    return [(FULL, FULL_BUDGET)] + [(spec, budget) for spec in specs if spec.name != FULL.name for budget in budgets]
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A prompt as the engine encodes it, and what survival is measured against."""
+
+    tokens: PromptTokens
+    question_start: int  # timestep of the first question token: where survival is read
+    doc_tokens: int  # tokens of the document before the question: what a budget share is a share of
+    required: list[int]  # timesteps (ascending) of every token the answer needs
+
+    @property
+    def text_tokens(self) -> int:
+        """The prompt's tokens without the chat template's prefix."""
+        return len(self.tokens.ids) - self.tokens.text_start
+
+
+def prepare(tokenizer: Any, prompt: str, question_start: int, spans: Iterable[tuple[int, int]]) -> Prepared:
+    """``prompt``'s timesteps, with ``question_start`` and the required ``spans`` given in characters."""
+    tokens = prompt_tokens(tokenizer, prompt)
+    question = tokens.first_timestep(question_start)
+    required = sorted({t for start, end in spans for t in tokens.timesteps(start, end)})
+    return Prepared(tokens, question, question - tokens.text_start, required)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One case run under one policy and budget: its trace and how many required tokens it kept."""
+
+    trace: Trace
+    cache_size: int
+    kept: int
+    prepared: Prepared
+
+    def columns(self) -> dict[str, Any]:
+        """The columns every survival row shares."""
+        required = len(self.prepared.required)
+        return {
+            "cache_size": self.cache_size, "chunk_size": self.trace.config["chunk_size"],
+            "doc_tokens": self.prepared.doc_tokens, "question_start": self.prepared.question_start,
+            "survived": int(self.kept == required), "kept_share": round(self.kept / required, 4),
+            "seconds": round(self.trace.timings["total_seconds"], 3),
+        }
+
+
+def run_case(lm: LoadedModel, prompt: str, prepared: Prepared, spec: PolicySpec, budget: float,
+             max_new_tokens: int) -> Outcome:
+    """Generate greedily from ``prompt`` under ``spec`` at ``budget`` and read what survived to the question."""
+    cache_size = cache_size_for(budget, prepared.doc_tokens)
+    trace = generate(lm, prompt, policy=spec.build(), cache_size=cache_size, max_new_tokens=max_new_tokens,
+                     **spec.run_settings(cache_size))
+    return Outcome(trace, cache_size, kept_before(trace, prepared.required, prepared.question_start), prepared)
+
+
+class Cell(Protocol):
+    """One row to measure: it travels to the workers, so it rebuilds its case where it runs."""
+
+    spec: PolicySpec
+    budget: float
+
+    def key(self) -> dict[str, Any]:
+        """The row's key columns (:attr:`.results.ResultTable.key`)."""
+
+
+def run_cells(name: str, lm: LoadedModel | None, cells: Sequence[Cell], specs: Sequence[PolicySpec],
+              settings: dict[str, Any], out: Path, *, columns: list[str], key: list[str], measure: Measure,
+              summarise: Callable[[pd.DataFrame], pd.DataFrame], workers: Workers, model_args: dict[str, Any],
+              fresh: bool, log: Callable[[str], None]) -> pd.DataFrame:
+    """Measure every cell not yet in ``<out>/<name>.csv`` with ``measure`` (a module-level function), rows
+    appended as they finish; the summary of what is there (also after an interruption)."""
+    model = lm.name if lm is not None else model_name(model_args.get("name_or_path"))
+    table = ResultTable(out, name, columns, key, {"model": model, **settings}, fresh=fresh)
+    table.pin_policies([FULL, *specs])
+    todo = [cell for cell in cells if not table.has(**cell.key())]
+    try:
+        measure_into(table, todo, len(cells), measure, lm=lm, model_args=model_args, workers=workers, log=log)
+    finally:  # a partial run still leaves its summary
+        summary = summarise(table.frame())
+        write_summary(out, name, summary)
+    return summary
