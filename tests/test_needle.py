@@ -15,13 +15,12 @@ import pytest
 from ccviz import generate
 from ccviz.bench.data.haystack import KINDS, RULER_TASKS, SENTENCE_TOKENS, TASKS, make_haystack_case, token_count
 from ccviz.bench.dispatch import Workers, measure_cells, threads_per_worker
-from ccviz.bench.metrics import fact_survived
+from ccviz.bench.budget import cache_size_for, check_budget
 from ccviz.bench.specs import PolicySpec, parse_spec, registered_specs
 from ccviz.bench.tasks.needle import (
     RULER_VARIANTS,
     NeedleSettings,
     RulerSettings,
-    cache_size_for,
     measure_cell,
     needle_cells,
     ruler_specs,
@@ -124,6 +123,10 @@ def test_bad_generator_arguments_fail_in_one_line(tokenizer):
 
 def test_a_budget_is_a_share_of_the_document_or_a_fixed_j():
     assert cache_size_for(0.25, 1000) == 250 and cache_size_for(512, 1000) == 512 and cache_size_for(1.0, 7) == 7
+    assert cache_size_for(0.0001, 1000) == 1  # a share never rounds to an empty cache
+    check_budget(512)
+    with pytest.raises(CcvizError, match="whole J"):
+        check_budget(2.5)
 
 
 def test_survival_of_a_cell_equals_a_direct_check_on_its_trace(tiny):
@@ -142,8 +145,9 @@ def test_survival_of_a_cell_equals_a_direct_check_on_its_trace(tiny):
         required = [text_start + i for i, (a, b) in enumerate(offsets) if any(a < end and b > start for start, end in case.required)]
         question = text_start + next(i for i, (a, b) in enumerate(offsets) if b > case.question_start)
         assert row["question_start"] == question and row["required_tokens"] == len(required)
-        assert row["survived"] == int(fact_survived(trace, required, question)), (policy, depth, task)
-        assert row["kept_share"] == pytest.approx(sum(t in _cached(trace, question) for t in required) / len(required), abs=1e-4)
+        cached = _cached(trace, question)
+        assert row["survived"] == int(all(t in cached for t in required)), (policy, depth, task)
+        assert row["kept_share"] == pytest.approx(sum(t in cached for t in required) / len(required), abs=1e-4)
 
 
 def _cached(trace, timestep: int) -> set[int]:
