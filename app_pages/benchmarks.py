@@ -4,9 +4,9 @@ from pathlib import Path
 
 import streamlit as st
 
+from ccviz.bench.browse import command_for_all, load_sections, result_folders
+from ccviz.bench.reproduce import display_path
 from ccviz.bench.results import PUBLISHED, RESULTS_ENV, results_dir
-from ccviz.ui.bench_commands import display_path
-from ccviz.ui.bench_results import command_for_all, load_sections, result_folders
 from ccviz.ui.bench_views import section_view
 
 st.title("Benchmarks")

@@ -109,8 +109,8 @@ def test_retention_rows_spread_over_worker_processes_are_the_rows_of_one_process
     """The allocation task's retention rows (its extra columns computed in the workers) with --workers 2."""
     import pandas as pd
 
-    from ccviz.bench.tasks import allocation
     from ccviz.bench.dispatch import Workers
+    from ccviz.bench.tasks import allocation
 
     allocation.run(tiny, True, tmp_path, workers=Workers(count=2), model_args={"name_or_path": "tiny-random"},
                    log=lambda _: None)

@@ -16,6 +16,7 @@ from conftest import bench_quick
 from streamlit.testing.v1 import AppTest
 
 from ccviz.bench.command import TASKS
+from ccviz.bench.reproduce import reproduce_command
 from ccviz.bench.results import results_dir
 from ccviz.bench.tasks.ablation import RETENTION_BUDGET, ablation_specs
 from ccviz.bench.tasks.needle import RULER_VARIANTS, RulerSettings
@@ -27,7 +28,6 @@ from ccviz.figures.benchmarks import (
     refresh_cost_figure,
     refresh_seconds_figure,
 )
-from ccviz.ui.bench_commands import reproduce_command
 
 ROOT = Path(__file__).resolve().parents[1]
 NAN = float("nan")
@@ -168,7 +168,7 @@ def test_page_plots_a_quick_run_with_provenance_tables_and_commands(monkeypatch,
     assert not at.error and not at.warning
     assert [tab.label for tab in at.tabs] == ["Rare-fact retention", "Long-text perplexity", "Decode-heavy generation",
                                               "Efficiency", "Score-variant ablation", "Budget allocation over layers and heads",
-                                              "Needle", "RULER-style tasks"]
+                                              "Needle in a haystack", "RULER-style tasks"]
     meta = json.loads((quick_results / "retention.json").read_text())
     captions = " ".join(c.value for c in at.caption)
     assert f"`{meta['commit']}`" in captions and meta["machine"] in captions and "tiny-random" in captions

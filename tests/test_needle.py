@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 
 from ccviz import generate
+from ccviz.bench.budget import cache_size_for, check_budget
 from ccviz.bench.data.haystack import KINDS, RULER_TASKS, SENTENCE_TOKENS, TASKS, make_haystack_case, token_count
 from ccviz.bench.dispatch import Workers, measure_cells, threads_per_worker
-from ccviz.bench.budget import cache_size_for, check_budget
 from ccviz.bench.specs import PolicySpec, parse_spec, registered_specs
 from ccviz.bench.tasks.needle import (
     RULER_VARIANTS,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,11 +22,12 @@ from typing import Any
 from ..choices import DEVICES, DTYPES
 from ..errors import CcvizError
 from ..fields import check_whole, parse_value
+from . import registry
 
-TASKS = ("retention", "perplexity", "decode", "efficiency", "ablation", "allocation", "needle", "ruler")  # in the order ``all`` runs them
-DISPATCHED = ("needle", "ruler")  # tasks of independent cells that need no model here when workers measure them
-WORKER_TASKS = (*DISPATCHED, "retention", "ablation", "allocation")  # tasks whose cells --workers and --ray spread
-PROBES = ("overhead", "memory", "cost", "attention")  # engine probes: a text report each, never part of ``all``
+TASKS = tuple(entry.name for entry in registry.TASKS)  # in the order ``all`` runs them
+PROBES = tuple(probe.name for probe in registry.PROBES)  # engine probes: a text report each, never part of ``all``
+# Tasks whose cells --workers and --ray spread, those that need no model here first.
+WORKER_TASKS = tuple(e.name for e in sorted((e for e in registry.TASKS if e.spreads), key=lambda e: not e.dispatched))
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -78,20 +80,23 @@ def _log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def _either(names: list[str]) -> str:
+    return ", ".join(names[:-1]) + " or " + names[-1]
+
+
 def main(args: argparse.Namespace) -> None:
     # Imported here: building the CLI parser must stay cheap for every other subcommand.
     from .dispatch import Workers
-    from .probes import attention, cost, memory, overhead
     from .results import results_dir
-    from .specs import PolicySpec, parse_spec, registered_specs
-    from .tasks import ablation, allocation, decode, efficiency, needle, perplexity, retention
+    from .specs import PolicySpec, parse_spec
 
     out = args.out or results_dir(args.quick)
     if args.task == "report":
         _publish(out)
         return
-    if args.set and args.task in ("all", "ablation", "allocation"):
-        raise CcvizError("--set works with one task (retention, perplexity, decode, efficiency, needle or ruler) or one probe")
+    if args.set and (args.task == "all" or not registry.BY_NAME[args.task].settings):
+        tunable = [entry.name for entry in registry.TASKS if entry.takes_set]
+        raise CcvizError(f"--set works with one task ({_either(tunable)}) or one probe")
     if args.task in PROBES and (args.policy or args.fresh):
         raise CcvizError(f"--policy and --fresh are for the quality tasks; the {args.task} probe takes --set")
     check_whole("--threads", args.threads, 1)
@@ -101,14 +106,9 @@ def main(args: argparse.Namespace) -> None:
         raise CcvizError(f"--workers and --ray spread the cells of the {', '.join(WORKER_TASKS)} tasks, not {args.task}")
     workers = Workers(count=args.workers if args.ray or args.workers else 1, threads=args.threads, ray=args.ray)
     specs: list[PolicySpec] = [parse_spec(s) for s in args.policy]  # fail fast, before loading the model
-    tasks = TASKS if args.task == "all" else (args.task,)
-    kinds = {
-        "retention": retention.RetentionSettings, "perplexity": perplexity.PerplexitySettings,
-        "decode": decode.DecodeSettings, "efficiency": efficiency.EfficiencySettings,
-        "overhead": overhead.OverheadSettings, "memory": memory.MemorySettings, "cost": cost.CostSettings,
-        "attention": attention.AttentionSettings, "needle": needle.NeedleSettings, "ruler": needle.RulerSettings,
-    }
-    settings = {t: _override(kinds[t].quick() if args.quick else kinds[t](), args.set) for t in tasks if t in kinds}
+    entries = registry.TASKS if args.task == "all" else (registry.BY_NAME[args.task],)
+    settings = {e.name: _override(registry.load(e.settings).quick() if args.quick else registry.load(e.settings)(), args.set)
+                for e in entries if e.settings}
 
     import torch
 
@@ -117,28 +117,15 @@ def main(args: argparse.Namespace) -> None:
     torch.set_num_threads(args.threads)
     model_args = {"name_or_path": args.model, "device": args.device, "dtype": args.dtype}
     if args.task in PROBES:
-        probe = {"overhead": overhead, "memory": memory, "cost": cost, "attention": attention}[args.task]
-        _probe(args.task, probe, settings[args.task], model_args, Path(out))
+        probe = entries[0]
+        _probe(args.task, importlib.import_module(probe.module), settings[args.task], model_args, Path(out))
         return
-    in_process = any(task not in DISPATCHED for task in tasks) or workers.local
+    in_process = any(not entry.dispatched for entry in entries) or workers.local
     lm = load_model(**model_args) if in_process else None  # workers load their own
-    common = {"fresh": args.fresh, "log": _log}
-    for task in tasks:
-        if task in DISPATCHED:
-            runner = needle.run_needle if task == "needle" else needle.run_ruler
-            chosen = specs or needle.default_specs(task, args.quick)
-            runner(lm, chosen, settings[task], out, workers=workers, model_args=model_args, **common)
-        elif task in ("ablation", "allocation"):
-            {"ablation": ablation, "allocation": allocation}[task].run(lm, args.quick, out, specs=specs or None,
-                                                                       workers=workers, model_args=model_args, **common)
-        elif task == "efficiency":
-            efficiency.run(lm, specs or efficiency.default_specs(), settings[task], out, model_args=model_args, **common)
-        elif task == "retention":
-            retention.run(lm, specs or registered_specs(), settings[task], out, workers=workers, model_args=model_args, **common)
-        else:
-            runner = {"perplexity": perplexity.run, "decode": decode.run}[task]
-            runner(lm, specs or registered_specs(), settings[task], out, **common)
-        _log(f"{task}: results in {out}")
+    for entry in entries:
+        registry.load(entry.run)(registry.TaskRun(lm, specs, settings.get(entry.name), out, args.quick, workers, model_args,
+                                                  args.fresh, _log))
+        _log(f"{entry.name}: results in {out}")
     _publish(out)
 
 

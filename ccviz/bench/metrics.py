@@ -41,6 +41,23 @@ def binomial_rate(hits: "pd.Series") -> tuple[int, int, float, float, float]:
     return n, k, (k / n if n else float("nan")), low, high
 
 
+def summarise_rates(rows: "pd.DataFrame", keys: list[str]) -> "pd.DataFrame":
+    """Survival and accuracy (with Wilson 95% intervals) and the mean share of answers found, per ``keys``."""
+    import pandas as pd
+
+    out = []
+    for values, group in rows.groupby(keys, sort=False):
+        n_s, k_s, survival, s_low, s_high = binomial_rate(group["survived"])
+        n_a, k_a, accuracy, a_low, a_high = binomial_rate(group["answered"])
+        out.append({
+            **dict(zip(keys, values)), "n": n_s, "survived": k_s, "survival": survival, "survival_low": s_low,
+            "survival_high": s_high, "answered": k_a, "accuracy": accuracy, "accuracy_low": a_low,
+            "accuracy_high": a_high, "answer_share": group["answer_share"].mean(), "kept_share": group["kept_share"].mean(),
+            "cache_size_mean": group["cache_size"].mean(), "seconds_mean": group["seconds"].mean(),
+        })
+    return pd.DataFrame(out)
+
+
 def sign_test(wins: int, losses: int) -> float:
     """Two-sided exact sign test (binomial, p = 1/2) on the discordant pairs of a paired comparison.
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from .budget import budget_text
+from .registry import TASKS, load
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 720, 360, 60, 220, 30, 45
@@ -118,40 +119,55 @@ def _by_policy(summary: pd.DataFrame, x: str, y: str, scale: float = 1.0) -> dic
             for policy, group in summary.groupby("policy", sort=False)}
 
 
+def retention_charts(retention: pd.DataFrame, style: dict) -> dict[str, str]:
+    evicting = retention[retention.policy != "full"].assign(budget=lambda f: 100 * f.budget)
+    charts = {}
+    for measure, label in (("survival", "fact survival (%)"), ("accuracy", "answer accuracy (%)")):
+        if evicting[measure].isna().all():  # a survival-only run (accuracy_cases=0): nothing to draw
+            continue
+        charts[f"{measure}.svg"] = line_chart(
+            _by_policy(evicting, "budget", measure, 100), title=f"Rare-fact retention: {label.split(' (')[0]}",
+            x_label="budget J (% of the document)", y_label=label, y_range=(0, 100), **style)
+    return charts
+
+
+def perplexity_charts(perplexity: pd.DataFrame, style: dict) -> dict[str, str]:
+    return {"perplexity.svg": line_chart(
+        _by_policy(perplexity[perplexity.policy != "full"], "budget", "delta_nll"), log_x=True, **style,
+        title="Long-text perplexity: NLL gap to the full cache", x_label="budget J (tokens)", y_label="nats per token")}
+
+
+def refresh_charts(refresh: pd.DataFrame, style: dict) -> dict[str, str]:
+    return {"refresh.svg": line_chart(
+        _by_policy(refresh, "n", "ratio"), log_x=True, **style,
+        title="Refresh cost / one forward over n tokens", x_label="cached tokens n", y_label="ratio")}
+
+
+def needle_charts(summary: pd.DataFrame, style: dict) -> dict[str, str]:
+    """One map per policy and budget (the full cache at its own)."""
+    charts = {}
+    for (policy, budget), cells in summary.groupby(["policy", "budget"], sort=False):
+        at = "" if policy == "full" else budget_text(budget, " at J = {:.0%}", " at J = {:d}")
+        suffix = "" if policy == "full" or summary["budget"].nunique() <= 2 else f"-{budget:g}"
+        charts[f"needle-{policy.replace(':', '-').replace('=', '-').replace(',', '-')}{suffix}.svg"] = heatmap_chart(
+            cells, title=f"Needle survival: {policy}{at}")
+    return charts
+
+
 def write_plots(results: dict, directory: Path) -> list[Path]:
-    """Write every chart the available summaries allow; return the files written."""
-    frames = {name: results.get(name) for name in ("retention_summary", "perplexity_summary", "efficiency_refresh", "needle_summary")}
+    """Write every chart the available summaries allow (each task's :attr:`.registry.BenchTask.charts`);
+    return the files written. A policy keeps one colour across every chart."""
+    sources = [entry.charts for entry in TASKS if entry.charts is not None]
+    frames = {c.source: results.get(c.source) for c in sources}
     frames = {name: frame for name, frame in frames.items() if frame is not None and not frame.empty}
     labels = dict.fromkeys(label for frame in frames.values() for label in frame["policy"] if label != "full")
     style = {"colours": {label: PALETTE[i % len(PALETTE)] for i, label in enumerate(labels)}}
-    charts = {}
-    if "retention_summary" in frames:
-        retention = frames["retention_summary"]
-        evicting = retention[retention.policy != "full"].assign(budget=lambda f: 100 * f.budget)
-        for measure, label in (("survival", "fact survival (%)"), ("accuracy", "answer accuracy (%)")):
-            if evicting[measure].isna().all():  # a survival-only run (accuracy_cases=0): nothing to draw
-                continue
-            charts[f"{measure}.svg"] = line_chart(
-                _by_policy(evicting, "budget", measure, 100), title=f"Rare-fact retention: {label.split(' (')[0]}",
-                x_label="budget J (% of the document)", y_label=label, y_range=(0, 100), **style)
-    if "perplexity_summary" in frames:
-        perplexity = frames["perplexity_summary"]
-        charts["perplexity.svg"] = line_chart(
-            _by_policy(perplexity[perplexity.policy != "full"], "budget", "delta_nll"), log_x=True, **style,
-            title="Long-text perplexity: NLL gap to the full cache", x_label="budget J (tokens)", y_label="nats per token")
-    if "efficiency_refresh" in frames:
-        charts["refresh.svg"] = line_chart(
-            _by_policy(frames["efficiency_refresh"], "n", "ratio"), log_x=True, **style,
-            title="Refresh cost / one forward over n tokens", x_label="cached tokens n", y_label="ratio")
-    if "needle_summary" in frames:  # one map per policy and budget (the full cache at its own)
-        for (policy, budget), cells in frames["needle_summary"].groupby(["policy", "budget"], sort=False):
-            at = "" if policy == "full" else budget_text(budget, " at J = {:.0%}", " at J = {:d}")
-            suffix = "" if policy == "full" or frames["needle_summary"]["budget"].nunique() <= 2 else f"-{budget:g}"
-            charts[f"needle-{policy.replace(':', '-').replace('=', '-').replace(',', '-')}{suffix}.svg"] = heatmap_chart(
-                cells, title=f"Needle survival: {policy}{at}")
     written = []
-    for name, svg in charts.items():
-        path = Path(directory) / name
-        path.write_text(svg + "\n", encoding="utf-8")
-        written.append(path)
+    for charts in sources:
+        if charts.source not in frames:
+            continue
+        for name, svg in load(charts.draw)(frames[charts.source], style).items():
+            path = Path(directory) / name
+            path.write_text(svg + "\n", encoding="utf-8")
+            written.append(path)
     return written

@@ -8,9 +8,10 @@ from typing import Any, Callable
 import pandas as pd
 
 from .budget import budget_text
+from .metrics import summarise_rates
 from .pairing import paired_with_defaults
+from .registry import TASKS, Frames, frames_of, load
 from .results import load_results
-from .tasks.needle import summarise_rates
 from .tasks.retention import summarise as summarise_retention
 
 
@@ -334,31 +335,47 @@ def report(directory: str | Path | None = None) -> str:
 
 
 def report_results(results: dict[str, Any]) -> str:
-    """:func:`report` of results already loaded with :func:`load_results`."""
+    """:func:`report` of results already loaded with :func:`load_results`: one section per task that has results,
+    in the registry's order, under the provenance of its first result file."""
     meta, sections = results["meta"], []
-
-    def section(title: str, task: str, body: str) -> None:
-        sections.append(f"### {title}\n\n{provenance_line(meta[task])}\n\n{body}")
-
-    if "retention_summary" in results:
-        section("Rare-fact retention", "retention", retention_tables(results["retention_summary"], results.get("retention")))
-    if "perplexity_summary" in results:
-        section("Long-text perplexity", "perplexity", perplexity_table(results["perplexity_summary"]))
-    if "decode_summary" in results:
-        section("Decode-heavy generation", "decode", decode_table(results["decode_summary"]))
-    if "efficiency_summary" in results:
-        section("Efficiency", "efficiency_refresh", efficiency_table(results["efficiency_summary"]))
-    if "ablation_retention_summary" in results or "ablation_perplexity_summary" in results:
-        task = "ablation_retention" if "ablation_retention" in meta else "ablation_perplexity"
-        section("Score-variant ablation", task, ablation_table(results.get("ablation_retention_summary"),
-                                                                results.get("ablation_perplexity_summary"),
-                                                                results.get("ablation_retention")))
-    if "allocation_retention" in results or "allocation_perplexity" in results:
-        task = "allocation_retention" if "allocation_retention" in meta else "allocation_perplexity"
-        section("Budget allocation over layers and heads", task, allocation_tables(
-            results.get("allocation_retention"), results.get("allocation_perplexity_summary"), results.get("allocation_perplexity")))
-    if "needle" in results:
-        section("Needle in a haystack", "needle", needle_tables(results["needle"]))
-    if "ruler" in results:
-        section("RULER-style tasks", "ruler", ruler_tables(results["ruler"]))
+    for entry in TASKS:
+        if any(name in results for name in entry.reported_when):
+            provenance = provenance_line(meta[next(stem for stem in entry.files if stem in meta)])
+            body = load(entry.tables)(frames_of(entry, results))
+            sections.append(f"### {entry.title}\n\n{provenance}\n\n{body}")
     return "\n\n".join(sections) if sections else "no results yet"
+
+
+# ----- each task's tables, from its frames (:class:`.registry.Frames`): what the report and the page print -----
+def retention_section(frames: Frames) -> str:
+    return retention_tables(frames.summaries["retention"], frames.rows.get("retention"))
+
+
+def perplexity_section(frames: Frames) -> str:
+    return perplexity_table(frames.summaries["perplexity"])
+
+
+def decode_section(frames: Frames) -> str:
+    return decode_table(frames.summaries["decode"])
+
+
+def efficiency_section(frames: Frames) -> str:
+    return efficiency_table(frames.summaries["efficiency"])
+
+
+def ablation_section(frames: Frames) -> str:
+    return ablation_table(frames.summaries.get("ablation_retention"), frames.summaries.get("ablation_perplexity"),
+                          frames.rows.get("ablation_retention"))
+
+
+def allocation_section(frames: Frames) -> str:
+    return allocation_tables(frames.rows.get("allocation_retention"), frames.summaries.get("allocation_perplexity"),
+                             frames.rows.get("allocation_perplexity"))
+
+
+def needle_section(frames: Frames) -> str:
+    return needle_tables(frames.rows["needle"])
+
+
+def ruler_section(frames: Frames) -> str:
+    return ruler_tables(frames.rows["ruler"])

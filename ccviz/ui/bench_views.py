@@ -1,14 +1,14 @@
 """How one benchmark section is laid out: provenance, progress, figures, tables, the paper note and
-the command that reproduces it. Everything shown is computed in :mod:`ccviz.ui.bench_results`."""
+the command that reproduces it. Everything shown is computed in :mod:`ccviz.bench.browse`."""
 
 from __future__ import annotations
 
 import streamlit as st
 
+from ..bench.browse import Section
 from ..bench.budget import budget_text
 from ..figures.benchmarks import FULL
 from ..figures.needle import needle_difference_figure, needle_map_figure
-from .bench_results import Section
 from .views import chart
 
 # Task -> how its setting differs from the paper's (docs/benchmarks.md#how-the-miniatures-relate-to-the-papers-benchmarks).

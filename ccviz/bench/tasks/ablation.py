@@ -23,6 +23,7 @@ from ...choices import SURPRISE_SCORES
 from ...models import LoadedModel
 from ...policies import POLICIES
 from ..dispatch import Workers
+from ..registry import TaskRun
 from ..specs import PolicySpec, parse_spec
 from . import perplexity, retention
 
@@ -137,3 +138,9 @@ def run(lm: LoadedModel, quick: bool, out: Path, *, specs: list[PolicySpec] | No
         "perplexity": perplexity.run(lm, specs, replace(p, budgets=(min(PERPLEXITY_BUDGET, p.tokens // 2),)), out,
                                      name="ablation_perplexity", fresh=fresh, log=log),
     }
+
+
+def run_task(task: TaskRun) -> None:
+    """``bench ablation``: its own policies and settings unless ``--policy`` names others."""
+    run(task.lm, task.quick, task.out, specs=task.specs or None, workers=task.workers, model_args=task.model_args,
+        fresh=task.fresh, log=task.log)

@@ -21,6 +21,7 @@ from ...models import LoadedModel
 from ...trace import Trace
 from ..dispatch import Workers
 from ..metrics import cache_before
+from ..registry import TaskRun
 from ..specs import PolicySpec
 from . import perplexity, retention
 from .survival import Prepared
@@ -78,3 +79,9 @@ def run(lm: LoadedModel, quick: bool, out: Path, *, specs: list[PolicySpec] | No
         "perplexity": perplexity.run(lm, specs, replace(p, frozen=SINKS), out, name="allocation_perplexity", fresh=fresh, log=log,
                                      extra=costs, extra_columns=COST_COLUMNS),
     }
+
+
+def run_task(task: TaskRun) -> None:
+    """``bench allocation``: its own policies and settings unless ``--policy`` names others."""
+    run(task.lm, task.quick, task.out, specs=task.specs or None, workers=task.workers, model_args=task.model_args,
+        fresh=task.fresh, log=task.log)

@@ -18,8 +18,9 @@ from ...engine import generate
 from ...fields import Validated, whole
 from ...models import LoadedModel
 from ..metrics import first_divergence, repeated_ngram_rate
+from ..registry import TaskRun
 from ..results import ResultTable, write_summary
-from ..specs import PolicySpec
+from ..specs import PolicySpec, registered_specs
 
 PROMPTS = (
     "Write a long, detailed story about a lighthouse keeper who finds a message in a bottle.",
@@ -99,3 +100,8 @@ def summarise(rows: pd.DataFrame) -> pd.DataFrame:
             "new_tokens_mean": group["new_tokens"].mean(), "seconds_mean": group["seconds"].mean(),
         })
     return pd.DataFrame(out)
+
+
+def run_task(task: TaskRun) -> None:
+    """``bench decode``: every registered policy unless ``--policy`` names others."""
+    run(task.lm, task.specs or registered_specs(), task.settings, task.out, fresh=task.fresh, log=task.log)

@@ -36,6 +36,7 @@ from ...models import LoadedModel, load_model
 from ...policies import Policy
 from ..data.texts import prose_segments
 from ..processes import fresh_processes
+from ..registry import TaskRun
 from ..results import ResultTable, write_summary
 from ..specs import PolicySpec, parse_spec, registered_specs
 from ..timing import median_seconds
@@ -312,3 +313,9 @@ def summarise(refresh: pd.DataFrame, e2e: pd.DataFrame) -> pd.DataFrame:
         table["peak_rss_mb"] = pd.to_numeric(e["peak_rss_mb"], errors="coerce")
         table["rss_growth_mb"] = table["peak_rss_mb"] - e["rss_before_mb"]
     return table.reset_index()
+
+
+def run_task(task: TaskRun) -> None:
+    """``bench efficiency``: :func:`default_specs` unless ``--policy`` names others."""
+    run(task.lm, task.specs or default_specs(), task.settings, task.out, model_args=task.model_args, fresh=task.fresh,
+        log=task.log)

@@ -27,7 +27,8 @@ from ...models import LoadedModel
 from ..budget import check_budget
 from ..data.haystack import KINDS, RULER_TASKS, HaystackCase, make_haystack_case
 from ..dispatch import Workers
-from ..metrics import answer_matches, binomial_rate
+from ..metrics import answer_matches, summarise_rates
+from ..registry import TaskRun
 from ..specs import PolicySpec, registered_specs
 from .survival import case_runs, prepare, run_case, run_cells
 
@@ -202,21 +203,6 @@ def run_ruler(lm: LoadedModel | None, specs: list[PolicySpec], settings: RulerSe
                 model_args=model_args or {}, fresh=fresh, log=log, summarise=summarise_ruler)
 
 
-def summarise_rates(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """Survival and accuracy (with Wilson 95% intervals) and the mean share of answers found, per ``keys``."""
-    out = []
-    for values, group in rows.groupby(keys, sort=False):
-        n_s, k_s, survival, s_low, s_high = binomial_rate(group["survived"])
-        n_a, k_a, accuracy, a_low, a_high = binomial_rate(group["answered"])
-        out.append({
-            **dict(zip(keys, values)), "n": n_s, "survived": k_s, "survival": survival, "survival_low": s_low,
-            "survival_high": s_high, "answered": k_a, "accuracy": accuracy, "accuracy_low": a_low,
-            "accuracy_high": a_high, "answer_share": group["answer_share"].mean(), "kept_share": group["kept_share"].mean(),
-            "cache_size_mean": group["cache_size"].mean(), "seconds_mean": group["seconds"].mean(),
-        })
-    return pd.DataFrame(out)
-
-
 MAP_KEYS = ["policy", "budget", "length", "depth"]
 RULER_KEYS = ["task", "policy", "budget", "length"]
 
@@ -228,3 +214,15 @@ def summarise_map(rows: pd.DataFrame) -> pd.DataFrame:
 
 def summarise_ruler(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame() if rows.empty else summarise_rates(rows, RULER_KEYS)
+
+
+def run_needle_task(task: TaskRun) -> None:
+    """``bench needle``: :func:`default_specs` unless ``--policy`` names others."""
+    run_needle(task.lm, task.specs or default_specs("needle", task.quick), task.settings, task.out, workers=task.workers,
+               model_args=task.model_args, fresh=task.fresh, log=task.log)
+
+
+def run_ruler_task(task: TaskRun) -> None:
+    """``bench ruler``: :func:`default_specs` unless ``--policy`` names others."""
+    run_ruler(task.lm, task.specs or default_specs("ruler", task.quick), task.settings, task.out, workers=task.workers,
+              model_args=task.model_args, fresh=task.fresh, log=task.log)

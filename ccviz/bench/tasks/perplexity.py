@@ -22,8 +22,9 @@ from ...models import LoadedModel
 from ...policies import Policy
 from ...trace import Trace
 from ..data.texts import prose_segments
+from ..registry import TaskRun
 from ..results import ResultTable, write_summary
-from ..specs import PolicySpec
+from ..specs import PolicySpec, registered_specs
 
 COLUMNS = ["segment", "policy", "budget", "tokens", "nll_sum", "nll_mean", "seconds"]  # budget: J (h = J/4)
 KEY = ["segment", "policy", "budget"]
@@ -119,3 +120,8 @@ def summarise(rows: pd.DataFrame) -> pd.DataFrame:
             "seconds_mean": group["seconds"].mean(),
         })
     return pd.DataFrame(out)
+
+
+def run_task(task: TaskRun) -> None:
+    """``bench perplexity``: every registered policy unless ``--policy`` names others."""
+    run(task.lm, task.specs or registered_specs(), task.settings, task.out, fresh=task.fresh, log=task.log)

@@ -22,7 +22,8 @@ from ...trace import Trace
 from ..data.documents import make_case
 from ..dispatch import Workers
 from ..metrics import answer_matches, binomial_rate
-from ..specs import PolicySpec
+from ..registry import TaskRun
+from ..specs import PolicySpec, registered_specs
 from .survival import Prepared, case_runs, prepare, run_case, run_cells
 
 COLUMNS = [
@@ -121,3 +122,9 @@ def summarise(rows: pd.DataFrame) -> pd.DataFrame:
             "full_accuracy": ceiling, "seconds_mean": group["seconds"].mean(),
         })
     return pd.DataFrame(out)
+
+
+def run_task(task: TaskRun) -> None:
+    """``bench retention``: every registered policy unless ``--policy`` names others."""
+    run(task.lm, task.specs or registered_specs(), task.settings, task.out, workers=task.workers, model_args=task.model_args,
+        fresh=task.fresh, log=task.log)

@@ -14,24 +14,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ..bench.command import DISPATCHED
-from ..bench.results import results_dir
-from ..bench.specs import registered_specs
-from ..bench.tasks import ablation, allocation, efficiency
-from ..bench.tasks.decode import DecodeSettings
-from ..bench.tasks.efficiency import EfficiencySettings
-from ..bench.tasks.needle import NeedleSettings, RulerSettings, default_specs
-from ..bench.tasks.perplexity import PerplexitySettings
-from ..bench.tasks.retention import RetentionSettings
-from ..figures.benchmarks import FULL
 from ..models import DEFAULT_MODEL
+from .registry import BenchTask, find_task, load, part_of
+from .results import results_dir
+from .specs import PolicySpec, registered_specs
+from .tasks import ablation, allocation, efficiency, needle
 
-SETTINGS = {  # result file -> the settings class that wrote it
-    "retention": RetentionSettings, "ablation_retention": RetentionSettings, "allocation_retention": RetentionSettings,
-    "perplexity": PerplexitySettings, "ablation_perplexity": PerplexitySettings, "allocation_perplexity": PerplexitySettings,
-    "decode": DecodeSettings, "efficiency_refresh": EfficiencySettings, "efficiency_e2e": EfficiencySettings,
-    "needle": NeedleSettings, "ruler": RulerSettings,
-}
+FULL = PolicySpec("full").label
 
 
 def _plain(value: Any) -> Any:
@@ -59,21 +48,40 @@ def settings_flags(measured: dict[str, Any], settings_class: type, *, allow_set:
     return min(choices, key=lambda choice: choice[0])[1]
 
 
-def _policy_flags(task: str, measured: set[str], complete: bool, quick: bool) -> list[str]:
+# ----- what each task measures without --policy (:attr:`.registry.BenchTask.default_labels`) -----------------
+def _labels(specs: list[PolicySpec]) -> set[str]:
+    return {spec.label for spec in specs} - {FULL}
+
+
+def registered_labels(measured: set[str], quick: bool) -> set[str]:
+    return _labels(registered_specs())
+
+
+def efficiency_labels(measured: set[str], quick: bool) -> set[str]:
+    return _labels(efficiency.default_specs())
+
+
+def ablation_labels(measured: set[str], quick: bool) -> set[str]:
+    return ablation.default_labels(measured)
+
+
+def allocation_labels(measured: set[str], quick: bool) -> set[str]:
+    return _labels(allocation.allocation_specs())
+
+
+def needle_labels(measured: set[str], quick: bool) -> set[str]:
+    return _labels(needle.default_specs("needle", quick))
+
+
+def ruler_labels(measured: set[str], quick: bool) -> set[str]:
+    return _labels(needle.default_specs("ruler", quick))
+
+
+def _policy_flags(entry: BenchTask, measured: set[str], complete: bool, quick: bool) -> list[str]:
     """``--policy`` flags unless the rows hold the task's default policies (or, while partial, a part of them)."""
     measured = measured - {FULL}
-    if task == "ablation":
-        default = ablation.default_labels(measured)
-        complete = complete and not quick  # quick measures two corners of the grid and one spec per new axis
-    elif task == "efficiency":
-        default = {spec.label for spec in efficiency.default_specs()} - {FULL}
-    elif task == "allocation":
-        default = {spec.label for spec in allocation.allocation_specs()}
-        complete = complete and not quick  # quick measures the first policy under each allocation
-    elif task in DISPATCHED:
-        default = {spec.label for spec in default_specs(task, quick)} - {FULL}
-    else:
-        default = {spec.label for spec in registered_specs()} - {FULL}
+    default = load(entry.default_labels)(measured, quick)
+    complete = complete and not (quick and entry.quick_subset)  # quick measures a part of their default set
     if measured - default or (complete and measured and measured != default):
         return [f"--policy {shlex.quote(label)}" for label in sorted(measured)]
     return []
@@ -112,12 +120,13 @@ def reproduce_command(task: str, meta: dict[str, dict[str, Any]], policies: set[
     ``meta``: the task's metadata per result file; ``policies``: the labels in its rows. ``--model``
     is the name the harness recorded (``tiny-random``, or a checkpoint folder's name).
     """
-    name, first = next(((n, m) for n, m in meta.items() if n in SETTINGS), ("", {}))
-    if not first.get("settings"):
+    part, first = next(((part_of(n), m) for n, m in meta.items() if part_of(n)), (None, {}))
+    if part is None or not first.get("settings"):
         return plain_command(task, False, first, directory)
-    flags = settings_flags(first["settings"], SETTINGS[name], allow_set=task not in ("ablation", "allocation"))
+    entry = find_task(task)
+    flags = settings_flags(first["settings"], load(part.settings), allow_set=entry.takes_set)
     quick = "--quick" in flags
-    parts = ["python -m ccviz bench", task, *flags, *_policy_flags(task, policies, complete, quick)]
+    parts = ["python -m ccviz bench", task, *flags, *_policy_flags(entry, policies, complete, quick)]
     return " ".join(parts + run_flags(first) + out_flag(directory, quick))
 
 

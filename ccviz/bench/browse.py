@@ -1,8 +1,9 @@
 """What the Benchmarks page shows, as plain data (no Streamlit, so it is tested directly).
 
-Each section is one task of ``python -m ccviz bench``: its rows as the harness wrote them, summarised
-by the harness's own functions (so a run still in progress shows what it has measured so far), its
-provenance, how far it has got, and the one command that reproduces it (:mod:`.bench_commands`).
+Each section is one task of the registry (:data:`.registry.TASKS`): its rows as the harness wrote
+them, summarised by the harness's own functions (so a run still in progress shows what it has
+measured so far), its provenance, how far it has got, its figures and tables, and the one command
+that reproduces it (:mod:`.reproduce`).
 """
 
 from __future__ import annotations
@@ -14,19 +15,6 @@ from typing import Any, Callable
 import pandas as pd
 import plotly.graph_objects as go
 
-from ..bench.report import (
-    ablation_table,
-    allocation_tables,
-    decode_table,
-    efficiency_table,
-    needle_tables,
-    perplexity_table,
-    provenance_line,
-    retention_tables,
-    ruler_tables,
-)
-from ..bench.results import load_results
-from ..bench.tasks import decode, efficiency, needle, perplexity, retention
 from ..figures.benchmarks import (
     FULL,
     divergence_figure,
@@ -37,7 +25,12 @@ from ..figures.benchmarks import (
     refresh_seconds_figure,
 )
 from ..figures.needle import ruler_figure
-from .bench_commands import plain_command, reproduce_command
+from .metrics import summarise_rates
+from .registry import TASKS, BenchTask, Frames, Part, find_task, load
+from .report import provenance_line
+from .reproduce import plain_command, reproduce_command
+from .results import load_results
+from .tasks.efficiency import timed_sizes
 
 UNREADABLE = (ValueError, KeyError, TypeError, IndexError, OSError)  # a file being written, or from another version
 
@@ -49,41 +42,6 @@ def result_folders(root: Path) -> list[Path]:
     root = Path(root)
     follow_ups = sorted(p for p in root.iterdir() if p.is_dir() and any(p.glob("*.json"))) if root.is_dir() else []
     return [root, *follow_ups]
-
-
-@dataclass(frozen=True)
-class Part:
-    """One result file of a task and how to tell whether every cell has all its repeats."""
-
-    name: str  # file stem: <name>.csv rows, <name>.json metadata
-    summarise: Callable[[pd.DataFrame], pd.DataFrame]
-    count: str  # summary column: how many repeats a cell has
-    setting: str  # settings key: how many it should have
-
-
-RETENTION = (retention.summarise, "survival_n", "cases")
-PERPLEXITY = (perplexity.summarise, "segments", "segments")
-PARTS = {
-    "retention": [Part("retention", *RETENTION)],
-    "perplexity": [Part("perplexity", *PERPLEXITY)],
-    "decode": [Part("decode", decode.summarise, "prompts", "prompts")],
-    "ablation": [Part("ablation_retention", *RETENTION), Part("ablation_perplexity", *PERPLEXITY)],
-    "allocation": [Part("allocation_retention", *RETENTION), Part("allocation_perplexity", *PERPLEXITY)],
-    "needle": [Part("needle", needle.summarise_map, "n", "trials")],
-    "ruler": [Part("ruler", needle.summarise_ruler, "n", "trials")],
-}
-GRIDS = {"needle": needle.NeedleSettings, "ruler": needle.RulerSettings}  # tasks whose settings name every cell
-EFFICIENCY_PARTS = ("efficiency_refresh", "efficiency_e2e")
-TITLES = {
-    "retention": "Rare-fact retention",
-    "perplexity": "Long-text perplexity",
-    "decode": "Decode-heavy generation",
-    "efficiency": "Efficiency",
-    "ablation": "Score-variant ablation",
-    "allocation": "Budget allocation over layers and heads",
-    "needle": "Needle",
-    "ruler": "RULER-style tasks",
-}
 
 
 @dataclass
@@ -103,12 +61,20 @@ class Section:
     error: str = ""  # why the files could not be read
 
     @property
+    def entry(self) -> BenchTask:
+        return find_task(self.task)
+
+    @property
     def measured(self) -> bool:
         """Whether any evicting policy has a result yet (the full cache alone shows nothing)."""
         return any(not evicting(frame).empty for frame in self.summaries.values())
 
 
-def _cell_gaps(part: Part, summary: pd.DataFrame, settings: dict[str, Any]) -> list[str]:
+Gaps = Callable[[BenchTask, Part, list[pd.DataFrame], pd.DataFrame, dict[str, Any]], list[str]]
+
+
+def cell_gaps(task: BenchTask, part: Part, rows: list[pd.DataFrame], summary: pd.DataFrame,
+              settings: dict[str, Any]) -> list[str]:
     """What a task's summary still lacks against its settings: budgets, or repeats in some cells."""
     cells = evicting(summary)
     if cells.empty:
@@ -126,29 +92,33 @@ def _cell_gaps(part: Part, summary: pd.DataFrame, settings: dict[str, Any]) -> l
     return gaps
 
 
-def _grid_gaps(task: str, rows: pd.DataFrame, settings: dict[str, Any]) -> list[str]:
+def grid_gaps(task: BenchTask, part: Part, rows: list[pd.DataFrame], summary: pd.DataFrame,
+              settings: dict[str, Any]) -> list[str]:
     """What a needle or RULER run still lacks: the cells its settings ask for, per policy, that have no row."""
-    grid = GRIDS[task]
+    grid, (frame,) = load(part.settings), rows
     fields = {k: tuple(v) if isinstance(v, list) else v for k, v in settings.items() if k in grid.__dataclass_fields__}
     expected = grid(**fields).cells_per_policy
-    done = evicting(rows).groupby("policy", sort=False).size()
+    done = evicting(frame).groupby("policy", sort=False).size()
     if done.empty:
-        return [f"{task}: no evicting policy measured yet"]
+        return [f"{task.name}: no evicting policy measured yet"]
     if done.min() >= expected:
         return []
     low, high = int(done.min()), int(done.max())
     counts = f"{low}" if low == high else f"{low}-{high}"
-    return [f"{task}: {counts} of {expected} cells per policy so far (contexts up to {int(rows['length'].max())} tokens)"]
+    return [f"{task.name}: {counts} of {expected} cells per policy so far "
+            f"(contexts up to {int(frame['length'].max())} tokens)"]
 
 
-def _efficiency_gaps(refresh: pd.DataFrame, e2e: pd.DataFrame, settings: dict[str, Any]) -> list[str]:
+def efficiency_gaps(task: BenchTask, part: Part, rows: list[pd.DataFrame], summary: pd.DataFrame,
+                    settings: dict[str, Any]) -> list[str]:
+    """What an efficiency run still lacks: sizes a policy's refresh is not yet timed at, end-to-end runs."""
+    refresh, e2e = rows
     gaps = []
-    sizes = settings.get("sizes", [])
     if refresh.empty:
         gaps.append("refresh cost: nothing measured yet")
     else:
         done = refresh.groupby("policy")["n"].nunique()
-        expected = {policy: len(efficiency.timed_sizes(policy, settings)) for policy in done.index}
+        expected = {policy: len(timed_sizes(policy, settings)) for policy in done.index}
         short = [policy for policy, count in done.items() if count < expected[policy]]
         if short:
             gaps.append(f"refresh cost: {', '.join(short)} not yet at every size it is timed at")
@@ -167,42 +137,37 @@ def _summary(results: dict[str, Any], name: str, summarise: Callable[..., pd.Dat
     return results.get(f"{name}_summary", pd.DataFrame())
 
 
-def _figures(task: str, summaries: dict[str, pd.DataFrame], rows: dict[str, pd.DataFrame]) -> list[go.Figure]:
-    if task == "retention":
-        summary = summaries["retention"]
-        measures = ["survival"] + ["accuracy"] * bool(evicting(summary)["accuracy"].notna().any())
-        return [rate_figure(summary, measure) for measure in measures]
-    if task == "perplexity":
-        return [perplexity_figure(summaries["perplexity"])]
-    if task == "decode":
-        return [divergence_figure(summaries["decode"])]
-    if task == "ruler":
-        pooled = needle.summarise_rates(rows["ruler"], ["task", "policy", "budget"])
-        return [ruler_figure(pooled, measure) for measure in ("survival", "kept_share", "accuracy")]
-    if task == "efficiency" and not rows.get("efficiency_refresh", pd.DataFrame()).empty:
-        summary = summaries.get("efficiency", pd.DataFrame())
-        exponents = dict(zip(summary["policy"], summary["refresh_exponent"])) if "refresh_exponent" in summary else {}
-        return [refresh_cost_figure(rows["efficiency_refresh"]), refresh_seconds_figure(rows["efficiency_refresh"], exponents)]
+# ----- each task's page figures, from its frames (:class:`.registry.Frames`) ---------------------------------
+def no_figures(frames: Frames) -> list[go.Figure]:
     return []
 
 
-def _table(task: str, summaries: dict[str, pd.DataFrame], rows: dict[str, pd.DataFrame]) -> str:
-    if task == "retention":
-        return retention_tables(summaries["retention"], rows.get("retention"))
-    if task == "perplexity":
-        return perplexity_table(summaries["perplexity"])
-    if task == "decode":
-        return decode_table(summaries["decode"])
-    if task == "efficiency":
-        return efficiency_table(summaries["efficiency"])
-    if task == "needle":
-        return needle_tables(rows["needle"])
-    if task == "ruler":
-        return ruler_tables(rows["ruler"])
-    if task == "allocation":
-        return allocation_tables(rows.get("allocation_retention"), summaries.get("allocation_perplexity"), rows.get("allocation_perplexity"))
-    return ablation_table(summaries.get("ablation_retention"), summaries.get("ablation_perplexity"),
-                          rows.get("ablation_retention"))
+def retention_figures(frames: Frames) -> list[go.Figure]:
+    summary = frames.summaries["retention"]
+    measures = ["survival"] + ["accuracy"] * bool(evicting(summary)["accuracy"].notna().any())
+    return [rate_figure(summary, measure) for measure in measures]
+
+
+def perplexity_figures(frames: Frames) -> list[go.Figure]:
+    return [perplexity_figure(frames.summaries["perplexity"])]
+
+
+def decode_figures(frames: Frames) -> list[go.Figure]:
+    return [divergence_figure(frames.summaries["decode"])]
+
+
+def ruler_figures(frames: Frames) -> list[go.Figure]:
+    pooled = summarise_rates(frames.rows["ruler"], ["task", "policy", "budget"])
+    return [ruler_figure(pooled, measure) for measure in ("survival", "kept_share", "accuracy")]
+
+
+def efficiency_figures(frames: Frames) -> list[go.Figure]:
+    refresh = frames.rows.get("efficiency_refresh", pd.DataFrame())
+    if refresh.empty:
+        return []
+    summary = frames.summaries.get("efficiency", pd.DataFrame())
+    exponents = dict(zip(summary["policy"], summary["refresh_exponent"])) if "refresh_exponent" in summary else {}
+    return [refresh_cost_figure(refresh), refresh_seconds_figure(refresh, exponents)]
 
 
 def _present(section: Section) -> None:
@@ -210,28 +175,23 @@ def _present(section: Section) -> None:
     named = len(section.meta) > 1  # the efficiency, ablation and allocation tasks write two files each
     section.provenance = [f"{name}: " * named + provenance_line(meta) for name, meta in section.meta.items()]
     if section.measured:
-        section.figures = _figures(section.task, section.summaries, section.rows)
-        section.tables = [_table(section.task, section.summaries, section.rows)]
+        frames = Frames(section.summaries, section.rows)
+        section.figures = load(section.entry.figures)(frames)
+        section.tables = [load(section.entry.tables)(frames)]
 
 
 def _fill(section: Section, results: dict[str, Any]) -> None:
-    names = EFFICIENCY_PARTS if section.task == "efficiency" else [p.name for p in PARTS[section.task]]
-    section.meta = {n: results["meta"][n] for n in names if n in results["meta"]}
-    section.rows = {n: results[n] for n in names if n in results}
-    if section.task == "efficiency":
-        refresh, e2e = (section.rows.get(n, pd.DataFrame()) for n in EFFICIENCY_PARTS)
-        section.summaries["efficiency"] = _summary(results, "efficiency", efficiency.summarise, refresh, e2e)
-        settings = section.meta.get("efficiency_refresh", {}).get("settings", {})
-        section.incomplete = _efficiency_gaps(refresh, e2e, settings) if section.meta else []
-        return
-    for part in PARTS[section.task]:
-        rows = section.rows.get(part.name, pd.DataFrame())
-        summary = _summary(results, part.name, part.summarise, rows)
+    entry = section.entry
+    section.meta = {n: results["meta"][n] for n in entry.files if n in results["meta"]}
+    section.rows = {n: results[n] for n in entry.files if n in results}
+    for part in entry.parts:
+        rows = [section.rows.get(n, pd.DataFrame()) for n in part.files]
+        summary = _summary(results, part.name, load(part.summarise), *rows)
         section.summaries[part.name] = summary
-        if part.name in section.meta:
-            settings = section.meta[part.name].get("settings", {})
-            gaps = _grid_gaps if section.task in GRIDS else lambda _, __, s: _cell_gaps(part, summary, s)
-            section.incomplete += gaps(section.task, rows, settings)
+        written = next((section.meta[n] for n in part.files if n in section.meta), None)
+        if written is not None:
+            gaps: Gaps = load(part.gaps)
+            section.incomplete += gaps(entry, part, rows, summary, written.get("settings", {}))
         elif section.meta:  # a two-file task's other file: the first one exists
             section.incomplete.append(f"{part.name}: not started yet")
 
@@ -245,14 +205,14 @@ def load_sections(directory: Path) -> list[Section]:
     else:
         failure = ""
     sections = []
-    for task, title in TITLES.items():
-        section = Section(task, title, error=failure)
+    for entry in TASKS:
+        section = Section(entry.name, entry.title, error=failure)
         if not failure:
             try:
                 _fill(section, results)
                 _present(section)
             except UNREADABLE as err:
-                section.error = f"could not read the {task} results: {type(err).__name__}: {err}"
+                section.error = f"could not read the {entry.name} results: {type(err).__name__}: {err}"
         sections.append(section)
     for section in sections:
         policies = {str(p) for frame in section.rows.values() if "policy" in frame for p in frame["policy"]}
