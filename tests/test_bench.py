@@ -391,3 +391,31 @@ def test_policies_that_only_read_the_cache_share_one_fill():
     assert ["counter_causal_fast", "sliding", "counter_causal", "counter_causal_fast:window=128"] in groups
     assert ["counter_causal:from_layer=7"] in groups and ["sliding:granularity=word"] in groups
     assert sorted(label for group in groups for label in group) == sorted(policies)
+
+
+def test_every_task_is_described_once_in_the_registry():
+    """One entry per task: unique names, titles and result files, and every part it names exists."""
+    from ccviz.bench import registry
+
+    names = [entry.name for entry in (*registry.TASKS, *registry.PROBES)]
+    titles = [entry.title for entry in registry.TASKS]
+    files = [stem for entry in registry.TASKS for stem in entry.files]
+    assert len(set(names)) == len(names) and len(set(titles)) == len(titles) and len(set(files)) == len(files)
+    for entry in registry.TASKS:
+        refs = [entry.run, entry.tables, entry.default_labels, entry.figures]
+        refs += [ref for part in entry.parts for ref in (part.summarise, part.gaps)]
+        assert all(callable(registry.load(ref)) for ref in refs + ([entry.charts.draw] if entry.charts else [])), entry.name
+        for part in entry.parts:
+            assert registry.part_of(part.files[0]) is part and hasattr(registry.load(part.settings), "quick")
+        assert (entry.settings is None) == (not entry.takes_set)
+    assert all(hasattr(registry.load(probe.settings), "quick") for probe in registry.PROBES)
+    assert registry.part_of("not_a_result") is None
+
+
+def test_one_budget_rule_labels_every_budget():
+    from ccviz.bench.budget import budget_text, is_share
+
+    assert is_share(1.0) and not is_share(2)
+    assert budget_text(0.25) == "J=25%" and budget_text(512.0) == "J=512"
+    assert budget_text(0.1, "{:.0%} of the document", "{:d} tokens") == "10% of the document"
+    assert budget_text(1024, "{:.0%} of the document", "{:d} tokens") == "1024 tokens"
