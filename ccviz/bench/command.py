@@ -107,8 +107,8 @@ def main(args: argparse.Namespace) -> None:
     workers = Workers(count=args.workers if args.ray or args.workers else 1, threads=args.threads, ray=args.ray)
     specs: list[PolicySpec] = [parse_spec(s) for s in args.policy]  # fail fast, before loading the model
     entries = registry.TASKS if args.task == "all" else (registry.BY_NAME[args.task],)
-    settings = {e.name: _override(registry.load(e.settings).quick() if args.quick else registry.load(e.settings)(), args.set)
-                for e in entries if e.settings}
+    classes = {e.name: registry.load(e.settings) for e in entries if e.settings}
+    settings = {name: _override(kind.quick() if args.quick else kind(), args.set) for name, kind in classes.items()}
 
     import torch
 
@@ -123,8 +123,9 @@ def main(args: argparse.Namespace) -> None:
     in_process = any(not entry.dispatched for entry in entries) or workers.local
     lm = load_model(**model_args) if in_process else None  # workers load their own
     for entry in entries:
-        registry.load(entry.run)(registry.TaskRun(lm, specs, settings.get(entry.name), out, args.quick, workers, model_args,
-                                                  args.fresh, _log))
+        run = registry.TaskRun(lm, specs, settings.get(entry.name), out, args.quick, workers, model_args,
+                               args.fresh, _log)
+        registry.load(entry.run)(run)
         _log(f"{entry.name}: results in {out}")
     _publish(out)
 

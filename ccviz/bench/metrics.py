@@ -52,7 +52,8 @@ def summarise_rates(rows: "pd.DataFrame", keys: list[str]) -> "pd.DataFrame":
         out.append({
             **dict(zip(keys, values)), "n": n_s, "survived": k_s, "survival": survival, "survival_low": s_low,
             "survival_high": s_high, "answered": k_a, "accuracy": accuracy, "accuracy_low": a_low,
-            "accuracy_high": a_high, "answer_share": group["answer_share"].mean(), "kept_share": group["kept_share"].mean(),
+            "accuracy_high": a_high, "answer_share": group["answer_share"].mean(),
+            "kept_share": group["kept_share"].mean(),
             "cache_size_mean": group["cache_size"].mean(), "seconds_mean": group["seconds"].mean(),
         })
     return pd.DataFrame(out)

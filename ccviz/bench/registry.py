@@ -124,6 +124,7 @@ class Probe:
 _T, _R, _P, _B = "ccviz.bench.tasks.", "ccviz.bench.report:", "ccviz.bench.reproduce:", "ccviz.bench.browse:"
 _RETENTION = (_T + "retention:RetentionSettings", _T + "retention:summarise", "survival_n", "cases")
 _PERPLEXITY = (_T + "perplexity:PerplexitySettings", _T + "perplexity:summarise", "segments", "segments")
+_GRID = ("n", "trials", _B + "grid_gaps")  # needle and ruler: their settings name every cell
 
 TASKS: tuple[BenchTask, ...] = (  # in the order ``all`` runs them, the report prints them and the page shows them
     BenchTask("retention", "Rare-fact retention", _T + "retention:run_task", (Part("retention", *_RETENTION),),
@@ -142,19 +143,21 @@ TASKS: tuple[BenchTask, ...] = (  # in the order ``all`` runs them, the report p
               Charts("efficiency_refresh", "ccviz.bench.plots:refresh_charts")),
     BenchTask("ablation", "Score-variant ablation", _T + "ablation:run_task",
               (Part("ablation_retention", *_RETENTION), Part("ablation_perplexity", *_PERPLEXITY)),
-              _R + "ablation_section", _P + "ablation_labels", ("ablation_retention_summary", "ablation_perplexity_summary"),
+              _R + "ablation_section", _P + "ablation_labels",
+              ("ablation_retention_summary", "ablation_perplexity_summary"),
               takes_set=False, spreads=True, quick_subset=True),
     BenchTask("allocation", "Budget allocation over layers and heads", _T + "allocation:run_task",
               (Part("allocation_retention", *_RETENTION), Part("allocation_perplexity", *_PERPLEXITY)),
               _R + "allocation_section", _P + "allocation_labels", ("allocation_retention", "allocation_perplexity"),
               takes_set=False, spreads=True, quick_subset=True),
     BenchTask("needle", "Needle in a haystack", _T + "needle:run_needle_task",
-              (Part("needle", _T + "needle:NeedleSettings", _T + "needle:summarise_map", "n", "trials", _B + "grid_gaps"),),
+              (Part("needle", _T + "needle:NeedleSettings", _T + "needle:summarise_map", *_GRID),),
               _R + "needle_section", _P + "needle_labels", ("needle",), spreads=True, dispatched=True,
               charts=Charts("needle_summary", "ccviz.bench.plots:needle_charts")),
     BenchTask("ruler", "RULER-style tasks", _T + "needle:run_ruler_task",
-              (Part("ruler", _T + "needle:RulerSettings", _T + "needle:summarise_ruler", "n", "trials", _B + "grid_gaps"),),
-              _R + "ruler_section", _P + "ruler_labels", ("ruler",), _B + "ruler_figures", spreads=True, dispatched=True),
+              (Part("ruler", _T + "needle:RulerSettings", _T + "needle:summarise_ruler", *_GRID),),
+              _R + "ruler_section", _P + "ruler_labels", ("ruler",), _B + "ruler_figures", spreads=True,
+              dispatched=True),
 )
 
 PROBES: tuple[Probe, ...] = tuple(  # engine probes: a text report each, never part of ``all``

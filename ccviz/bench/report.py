@@ -273,14 +273,16 @@ def needle_tables(rows: pd.DataFrame) -> str:
     ceiling = _percent(full.accuracy.iloc[0], full.accuracy_low.iloc[0], full.accuracy_high.iloc[0]) if len(full) else "-"
     cells = overall[overall.policy != "full"]
     table = pd.DataFrame({
-        "policy": cells.policy.tolist(), "J": cells.budget.map(budget_text).tolist(), "cells": cells.n.astype(int).tolist(),
+        "policy": cells.policy.tolist(), "J": cells.budget.map(budget_text).tolist(),
+        "cells": cells.n.astype(int).tolist(),
         "survival": [_percent(r.survival, r.survival_low, r.survival_high) for r in cells.itertuples()],
         "accuracy": [_percent(r.accuracy, r.accuracy_low, r.accuracy_high) for r in cells.itertuples()],
     })
 
     def by(column: str, label: Callable[[Any], str]) -> str:
         counts = summarise_rates(evicting, ["policy", "budget", column])
-        counts = counts.assign(row=counts.policy + " " + counts.budget.map(budget_text), column=counts[column].map(label),
+        counts = counts.assign(row=counts.policy + " " + counts.budget.map(budget_text),
+                               column=counts[column].map(label),
                                cell=[_rate_cell(int(r.survived), int(r.n)) for r in counts.itertuples()])
         order = [label(v) for v in sorted(evicting[column].unique())]
         frame = counts.pivot(index="row", columns="column", values="cell").reindex(list(dict.fromkeys(counts.row)))

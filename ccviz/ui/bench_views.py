@@ -70,6 +70,10 @@ PAPER_NOTES = {
 }
 
 
+def _budget(value: float) -> str:
+    return budget_text(value, "{:.0%} of the document", "J = {:d}")
+
+
 def needle_maps(section: Section) -> None:
     """A heatmap of one policy's map, and optionally its difference from the full cache or another policy."""
     summary = section.summaries["needle"]
@@ -80,7 +84,7 @@ def needle_maps(section: Section) -> None:
     policy = left.selectbox("Policy", evicting + [FULL], key="bench.needle.policy",
                             help="Whose map: every policy measured, and the full cache (the ceiling).")
     budgets = sorted(summary.loc[summary["policy"] == policy, "budget"].unique())
-    budget = middle.selectbox("Budget", budgets, format_func=lambda b: budget_text(b, "{:.0%} of the document", "J = {:d}"), key="bench.needle.budget") if len(budgets) > 1 else budgets[0]
+    budget = middle.selectbox("Budget", budgets, format_func=_budget, key="bench.needle.budget") if len(budgets) > 1 else budgets[0]
     measure = right.segmented_control("Colour by", ["survival", "accuracy"], default="survival", required=True,
                                       key="bench.needle.measure", help="Survival: every needle token cached when the "
                                       "question is read. Accuracy: the greedy answer contains the value.")

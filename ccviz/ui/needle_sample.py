@@ -55,9 +55,9 @@ def _generate() -> None:
         state[f"{page}.max_new"] = case.max_new_tokens
         state[f"{page}.J"], state[f"{page}.h"] = cache_size, None
     state["cmp.phrase"] = case.answers[0]
+    share = budget_text(BUDGET, "{:.0%} of the document")
     state["needle.loaded"] = (f"Loaded: {TASK_LABELS[task]}, {token_count(tokenizer, case.prompt)} tokens, the question "
-                              f"asks for {', '.join(case.answers)}; J = {cache_size} ({budget_text(BUDGET, '{:.0%} of the document')}), "
-                              "h = J/4.")
+                              f"asks for {', '.join(case.answers)}; J = {cache_size} ({share}), h = J/4.")
 
 
 def needle_generator() -> None:

@@ -1,1 +1,2 @@
-"""The quality tasks of ``python -m ccviz bench``: each measures what the policies keep and what that costs, into result files."""
+"""The quality tasks of ``python -m ccviz bench``: each measures what the policies keep, or what that costs,
+into result files."""

@@ -218,11 +218,11 @@ def summarise_ruler(rows: pd.DataFrame) -> pd.DataFrame:
 
 def run_needle_task(task: TaskRun) -> None:
     """``bench needle``: :func:`default_specs` unless ``--policy`` names others."""
-    run_needle(task.lm, task.specs or default_specs("needle", task.quick), task.settings, task.out, workers=task.workers,
-               model_args=task.model_args, fresh=task.fresh, log=task.log)
+    run_needle(task.lm, task.specs or default_specs("needle", task.quick), task.settings, task.out,
+               workers=task.workers, model_args=task.model_args, fresh=task.fresh, log=task.log)
 
 
 def run_ruler_task(task: TaskRun) -> None:
     """``bench ruler``: :func:`default_specs` unless ``--policy`` names others."""
-    run_ruler(task.lm, task.specs or default_specs("ruler", task.quick), task.settings, task.out, workers=task.workers,
-              model_args=task.model_args, fresh=task.fresh, log=task.log)
+    run_ruler(task.lm, task.specs or default_specs("ruler", task.quick), task.settings, task.out,
+              workers=task.workers, model_args=task.model_args, fresh=task.fresh, log=task.log)

@@ -126,5 +126,5 @@ def summarise(rows: pd.DataFrame) -> pd.DataFrame:
 
 def run_task(task: TaskRun) -> None:
     """``bench retention``: every registered policy unless ``--policy`` names others."""
-    run(task.lm, task.specs or registered_specs(), task.settings, task.out, workers=task.workers, model_args=task.model_args,
-        fresh=task.fresh, log=task.log)
+    run(task.lm, task.specs or registered_specs(), task.settings, task.out, workers=task.workers,
+        model_args=task.model_args, fresh=task.fresh, log=task.log)
