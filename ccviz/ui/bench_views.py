@@ -131,5 +131,6 @@ def section_view(section: Section, folder: str) -> None:
     with st.expander("All numbers of the summary"):
         for name, summary in section.summaries.items():
             st.dataframe(summary, hide_index=True, key=f"bench.{section.task}.{name}")
-    st.markdown(f"**What differs from the paper.** {PAPER_NOTES[section.task]}")
+    if section.task in PAPER_NOTES:  # a new task needs no note to be shown
+        st.markdown(f"**What differs from the paper.** {PAPER_NOTES[section.task]}")
     _command(section, "**Reproduce** (resumable: rows already measured are kept):")

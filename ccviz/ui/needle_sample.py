@@ -12,8 +12,8 @@ import os
 
 import streamlit as st
 
-from ..bench.data.haystack import KINDS, TASKS, make_haystack_case, token_count
 from ..bench.budget import budget_text, cache_size_for
+from ..bench.data.haystack import KINDS, TASKS, make_haystack_case, token_count
 from ..bench.tasks.needle import NeedleSettings
 from ..bench.tasks.survival import prepare
 from ..errors import CcvizError
