@@ -16,6 +16,7 @@ from ccviz import generate
 from ccviz.bench.budget import cache_size_for, check_budget
 from ccviz.bench.data.haystack import KINDS, RULER_TASKS, SENTENCE_TOKENS, TASKS, make_haystack_case, token_count
 from ccviz.bench.dispatch import Workers, measure_cells, threads_per_worker
+from ccviz.bench.metrics import summarise_rates
 from ccviz.bench.specs import PolicySpec, parse_spec, registered_specs
 from ccviz.bench.tasks.needle import (
     RULER_VARIANTS,
@@ -27,7 +28,6 @@ from ccviz.bench.tasks.needle import (
     run_needle,
     run_ruler,
     summarise_map,
-    summarise_rates,
 )
 from ccviz.errors import CcvizError
 from ccviz.figures.needle import needle_difference_figure, needle_map_figure, ruler_figure

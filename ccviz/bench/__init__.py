@@ -1,4 +1,5 @@
-"""Benchmarks: rare-fact retention, long-text perplexity, decode-heavy generation, efficiency, ablation.
+"""Benchmarks: the quality tasks (``tasks/``), the engine probes (``probes/``) and their generated inputs
+(``data/``), each task described once in :mod:`.registry`.
 
 Run them with ``python -m ccviz bench TASK``; read their results with :func:`load_results`.
 """
