@@ -40,7 +40,8 @@ from ccviz.figures import (
     signals,
     survival_html,
 )
-from ccviz.ui.jobs import Job, ResultStore, RunTask
+from ccviz.ui.jobs import Job, ResultStore
+from ccviz.worker.tasks import RunTask
 from ccviz.ui.limits import ABANDON_ENV, MAX_UPLOAD_ENV, RESULT_CACHE_ENV, abandon_seconds, max_upload_bytes, result_cache_size
 from ccviz.ui.state import result_store
 from ccviz.ui.uploads import decode_document, read_trace
