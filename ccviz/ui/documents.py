@@ -38,8 +38,9 @@ class DocumentStore:
         with self._lock:
             if self._items.get(key) is None:
                 self._items[key] = text
-                while len(self._items) > 1 and (len(self._items) > self.max_documents or self._items.currsize > self.max_bytes):
-                    self._items.popitem()
+                items = self._items
+                while len(items) > 1 and (len(items) > self.max_documents or items.currsize > self.max_bytes):
+                    items.popitem()
         return key
 
     def get(self, key: str) -> str | None:

@@ -27,7 +27,8 @@ class Task(Protocol):
     def label(self) -> str: ...
 
     def execute(
-        self, lm: LoadedModel, progress: ProgressCallback, should_stop: Callable[[], bool], on_refresh: RefreshCallback | None = None,
+        self, lm: LoadedModel, progress: ProgressCallback, should_stop: Callable[[], bool],
+        on_refresh: RefreshCallback | None = None,
     ) -> Any: ...
 
 
@@ -41,13 +42,7 @@ class RunTask:
 
     @property
     def label(self) -> str:
-        opts = ", ".join(f"{k}={v}" for k, v in self.config.policy_options)
-        label = f"{self.config.policy} ({opts})" if opts else self.config.policy
-        if self.config.granularity is not None:  # set by the user (None: the policy's own unit)
-            label += f" by {self.config.granularity} ({self.config.pool})"
-        if self.config.allocation != "uniform":
-            label += f", {self.config.allocation}"
-        return label
+        return self.config.describe()
 
     def check(self, lm: LoadedModel) -> int:
         """Validate everything without running (the config, the prompt against the model's context, what
@@ -57,9 +52,11 @@ class RunTask:
         return len(prepared.prompt_ids)
 
     def execute(
-        self, lm: LoadedModel, progress: ProgressCallback, should_stop: Callable[[], bool], on_refresh: RefreshCallback | None = None,
+        self, lm: LoadedModel, progress: ProgressCallback, should_stop: Callable[[], bool],
+        on_refresh: RefreshCallback | None = None,
     ) -> Trace:
-        return run_generation(lm, self.prompt, self.config, progress=progress, should_stop=should_stop, on_refresh=on_refresh)
+        return run_generation(lm, self.prompt, self.config, progress=progress, should_stop=should_stop,
+                              on_refresh=on_refresh)
 
 
 @dataclass(frozen=True)
@@ -78,9 +75,11 @@ class SurpriseTask:
         return f"surprise ({self.variant}, {self.score}, min_gap={self.min_gap})"
 
     def execute(
-        self, lm: LoadedModel, progress: ProgressCallback, should_stop: Callable[[], bool], on_refresh: RefreshCallback | None = None,
+        self, lm: LoadedModel, progress: ProgressCallback, should_stop: Callable[[], bool],
+        on_refresh: RefreshCallback | None = None,
     ) -> list[float]:
-        return document_surprise(lm, self.prompt, chat=self.chat, variant=self.variant, score=self.score, min_gap=self.min_gap)
+        return document_surprise(lm, self.prompt, chat=self.chat, variant=self.variant, score=self.score,
+                                 min_gap=self.min_gap)
 
 
 @dataclass(frozen=True)
@@ -97,10 +96,12 @@ class AttentionTask:
         return "attention over the whole document"
 
     def execute(
-        self, lm: LoadedModel, progress: ProgressCallback, should_stop: Callable[[], bool], on_refresh: RefreshCallback | None = None,
+        self, lm: LoadedModel, progress: ProgressCallback, should_stop: Callable[[], bool],
+        on_refresh: RefreshCallback | None = None,
     ) -> Trace:
         return document_attention(
-            lm, self.prompt, chat=self.chat, frozen=self.frozen, progress=progress, should_stop=should_stop, on_refresh=on_refresh,
+            lm, self.prompt, chat=self.chat, frozen=self.frozen, progress=progress, should_stop=should_stop,
+            on_refresh=on_refresh,
         )
 
 
@@ -122,7 +123,8 @@ class ExplainTask:
         return f"explaining t={self.position} at refresh {self.refresh} (replaying the run)"
 
     def _key(self) -> tuple:
-        return (self.model, id(self.trace), self.refresh, self.position)  # the store holds the task, so the id stays unique
+        # the store holds the task (and so the trace): the id stays unique while the entry lives
+        return (self.model, id(self.trace), self.refresh, self.position)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ExplainTask) and self._key() == other._key()
@@ -131,6 +133,7 @@ class ExplainTask:
         return hash(self._key())
 
     def execute(
-        self, lm: LoadedModel, progress: ProgressCallback, should_stop: Callable[[], bool], on_refresh: RefreshCallback | None = None,
+        self, lm: LoadedModel, progress: ProgressCallback, should_stop: Callable[[], bool],
+        on_refresh: RefreshCallback | None = None,
     ) -> Explanation:
         return explain_token(lm, self.trace, self.refresh, self.position)
