@@ -4,10 +4,10 @@ import streamlit as st
 
 from ccviz import POLICIES, RunConfig
 from ccviz.ui.inputs import allocation_input, budget_input, decoding_input, document_input, policy_input, unit_input
-from ccviz.ui.jobs import RunTask
 from ccviz.ui.links import linked
 from ccviz.ui.state import run_controls
 from ccviz.ui.views import compare_view, live_view
+from ccviz.worker.tasks import RunTask
 
 PAGE = "compare"
 LETTERS = "ABCD"

@@ -5,11 +5,11 @@ import streamlit as st
 from ccviz import RunConfig
 from ccviz.ui.explain import explain_section
 from ccviz.ui.inputs import allocation_input, budget_input, decoding_input, document_input, policy_input, unit_input
-from ccviz.ui.jobs import RunTask
 from ccviz.ui.links import as_bool, linked
 from ccviz.ui.needle_sample import NEEDLE_KEY
 from ccviz.ui.state import run_controls
 from ccviz.ui.views import live_view, retention_view
+from ccviz.worker.tasks import RunTask
 
 PAGE = "run"
 

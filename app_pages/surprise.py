@@ -8,10 +8,10 @@ from ccviz.figures import per_token, recorded_values
 from ccviz.signals import ATTENTION_SIGNALS
 from ccviz.ui.explain import explain_section
 from ccviz.ui.inputs import budget_input, document_input, policy_input, unit_input
-from ccviz.ui.jobs import AttentionTask, RunTask, SurpriseTask
 from ccviz.ui.links import linked, linked_index
 from ccviz.ui.state import run_controls
 from ccviz.ui.views import signal_views
+from ccviz.worker.tasks import AttentionTask, RunTask, SurpriseTask
 
 PAGE = "surprise"
 

@@ -3,7 +3,7 @@
 from .engine import CacheSession, GenerationFailed, RunConfig, generate, run_generation
 from .errors import CcvizError
 from .models import LoadedModel, load_model
-from .policies import POLICIES, Policy, make_policy
+from .policies import POLICIES, Policy, make_policy, register_policy
 from .trace import Trace
 from .version import __version__
 
@@ -20,5 +20,6 @@ __all__ = [
     "generate",
     "load_model",
     "make_policy",
+    "register_policy",
     "run_generation",
 ]

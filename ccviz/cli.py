@@ -123,11 +123,9 @@ class _ProgressBar:
 def _summary(trace) -> str:
     t = trace.timings
     kept = len(trace.cycles[-1].kept) if trace.cycles else len(trace.tokens)
+    run = trace.run_config
     lines = [
-        f"policy {trace.config['policy']}  J={trace.config['cache_size']}  h={trace.config['chunk_size']}  "
-        f"frozen={trace.config['frozen']}  recent={trace.config['recent']}"
-        + (f"  by {trace.config['granularity']} ({trace.config['pool']})" if trace.config.get("granularity", "token") != "token" else "")
-        + _allocation_summary(trace.config),
+        f"policy {run.describe()} · {run.describe_budget()}",
         f"prompt {trace.prompt_length} tokens, generated {len(trace.tokens) - trace.prompt_length} ({trace.stop_reason})",
         f"refreshes {len(trace.cycles)}, final cache {kept} entries, peak {trace.peak_cache_length} "
         f"({trace.peak_cache_bytes / 2**20:.1f} MiB of K/V)",
@@ -140,13 +138,6 @@ def _summary(trace) -> str:
         lines.insert(3, f"per layer: {sizes[0]} entries in the first, {sizes[-1]} in the last (of {last.num_layers}); "
                         f"the final cache counts what any layer holds")
     return "\n".join(lines)
-
-
-def _allocation_summary(config: dict) -> str:
-    allocation = config.get("allocation", "uniform")
-    if allocation == "uniform":
-        return ""
-    return f"  allocation {allocation}" + (f" (beta {config['pyramid_beta']:g})" if allocation == "pyramid" else "")
 
 
 def _cmd_policies() -> None:

@@ -14,7 +14,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -22,6 +22,9 @@ from .choices import PHASES, SOURCES, STATUSES, Phase, Source, Status
 from .envvars import env_int
 from .errors import CcvizError
 from .fields import is_number, is_whole
+
+if TYPE_CHECKING:
+    from .engine.config import RunConfig
 
 SCHEMA_VERSION = 2
 READABLE_VERSIONS = (1, 2)
@@ -117,8 +120,14 @@ class Trace:
     schema_version: int = SCHEMA_VERSION
 
     # ----- derived views -------------------------------------------------------------------
-    def token_at(self, t: int) -> TokenRecord:
-        return self.tokens[t]
+    @property
+    def run_config(self) -> RunConfig:
+        """The run's settings, typed: ``config`` read as a :class:`ccviz.RunConfig`, every field a trace
+        written before it existed lacks at its default. Its policy is taken as recorded (not built), so a
+        trace of a policy this installation lacks still describes itself."""
+        from .engine.config import RunConfig  # the engine imports this module: imported when first asked
+
+        return RunConfig.from_trace(self)
 
     @property
     def prompt_length(self) -> int:
@@ -195,7 +204,7 @@ class Trace:
         _expect(isinstance(data["stop_reason"], str), "'stop_reason' must be a string")
         error = data.get("error")
         _expect(error is None or isinstance(error, str), "'error' must be a string or null")
-        return cls(
+        trace = cls(
             config=config,
             tokens=tokens,
             cycles=cycles,
@@ -207,6 +216,11 @@ class Trace:
             stop_reason=data["stop_reason"],
             error=error,
         )
+        try:  # every view reads the config as a RunConfig: a bad one fails here, not half-way through a page
+            trace.run_config
+        except CcvizError as err:
+            _expect(False, f"config: {err}")
+        return trace
 
 
 # ----- helpers ---------------------------------------------------------------------------------

@@ -354,10 +354,14 @@ def test_traces_page_downloads_runs_and_views_uploaded_traces(app, tiny):
     assert any("notjson.json" in e and "invalid JSON" in e for e in errors)
 
     bare = json.loads(trace.to_json())
-    bare["config"] = {"frozen": "?"}  # valid (config is free-form), but says almost nothing
+    bare["config"] = {"policy": "sliding", "cache_size": 16}  # says almost nothing: every other field at its default
     app.file_uploader(key="up.traces").set_value([("bare.json", json.dumps(bare).encode(), "application/json")]).run()
     app.button_group(key="traces.view").set_value("Retention").run()
     assert not app.exception and not app.error and charts(app)
+    bare["config"] = {"frozen": "?"}  # not a run's config: refused in one line when it loads
+    app.file_uploader(key="up.traces").set_value([("bare.json", json.dumps(bare).encode(), "application/json")]).run()
+    assert not app.exception
+    assert any("bare.json" in e.value and "config: a run config needs policy and cache_size" in e.value for e in app.error)
 
     app.file_uploader(key="up.traces").set_value([("a.json", trace.to_json().encode(), "application/json")] * 2).run()
     app.button_group(key="traces.view").set_value("Compare").run()

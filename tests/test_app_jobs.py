@@ -12,11 +12,12 @@ import pytest
 
 from ccviz import CcvizError, RunConfig, run_generation
 from ccviz.figures import retention_heatmap, retention_image_html
-from ccviz.ui.jobs import Job, ResultStore, RunTask, SurpriseTask
+from ccviz.ui.jobs import Job, ResultStore, check_run
 from ccviz.ui.limits import MAX_TOKENS_ENV, max_tokens
 from ccviz.ui.options import option_specs
 from ccviz.ui.samples import load_samples
 from ccviz.ui.uploads import decode_document
+from ccviz.worker.tasks import RunTask, SurpriseTask
 
 STORY = "Once upon a time a lighthouse keeper counted the ships that passed his rock every night. " * 20
 
@@ -153,13 +154,13 @@ def test_whole_document_surprise_has_one_value_per_prompt_token(tiny, tiny_worke
     assert len(surprise) == run.prompt_length and surprise[-1] == float("inf")
 
 
-def test_token_limits_are_checked_before_anything_runs(tiny, monkeypatch):
+def test_token_limits_are_checked_before_anything_runs(tiny, tiny_worker, monkeypatch):
     assert max_tokens() == 4096
     with pytest.raises(CcvizError, match=r"over this app's limit of 100 tokens per run \(CCVIZ_MAX_TOKENS\)"):
-        _task(tiny).check(tiny, 100)
-    assert _task(tiny).check(tiny, 4096) > 300
+        check_run(tiny_worker, _task(tiny), 100)
+    assert check_run(tiny_worker, _task(tiny), 4096) == _task(tiny).check(tiny) > 300
     with pytest.raises(CcvizError, match="exceeds the model's 8192 positions"):
-        _task(tiny, prompt="word " * 9000).check(tiny, 100_000)
+        check_run(tiny_worker, _task(tiny, prompt="word " * 9000), 100_000)
     monkeypatch.setenv(MAX_TOKENS_ENV, "lots")
     with pytest.raises(CcvizError, match="must be a whole number"):
         max_tokens()

@@ -40,10 +40,11 @@ from ccviz.figures import (
     signals,
     survival_html,
 )
-from ccviz.ui.jobs import Job, ResultStore, RunTask
+from ccviz.ui.jobs import Job, ResultStore
 from ccviz.ui.limits import ABANDON_ENV, MAX_UPLOAD_ENV, RESULT_CACHE_ENV, abandon_seconds, max_upload_bytes, result_cache_size
 from ccviz.ui.state import result_store
 from ccviz.ui.uploads import decode_document, read_trace
+from ccviz.worker.tasks import RunTask
 
 HOSTILE = "Tag test <script>window.pwned=1</script> and <img src=x onerror=alert(2)> with a bell \x07 and \x1b[31mred\x1b[0m. Done."
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256))

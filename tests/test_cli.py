@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -76,7 +77,7 @@ def test_run_prints_text_and_summary_and_saves_trace(tmp_path):
     assert "Paris" in result.stdout
     assert "refreshes" in result.stdout and "final cache" in result.stdout
     trace = Trace.load(out)
-    assert trace.config["policy"] == "sliding" and trace.config["cache_size"] == 16
+    assert trace.run_config.policy == "sliding" and trace.run_config.cache_size == 16
     assert "Paris" in trace.output_text
 
 
@@ -87,10 +88,12 @@ def test_run_under_a_pyramid_says_what_each_layer_holds(tmp_path, capsys):
     assert main(["run", "--model", "tiny-random", "--prompt", "word " * 60, "--policy", "tova", "--cache-size", "16",
                  "--max-new-tokens", "2", "--allocation", "pyramid", "--pyramid-beta", "4", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "allocation pyramid (beta 4)" in printed and "per layer: " in printed and "MiB of K/V" in printed
+    assert re.search(r"^policy tova, pyramid · J=16 · h=4 · frozen=\d+ · recent=0 · beta=4$", printed, re.M), printed
+    assert "per layer: " in printed and "MiB of K/V" in printed
     trace = Trace.load(out)
     first, last = (len(trace.cycles[-1].kept_by(layer)) for layer in (0, 1))
-    assert trace.config["allocation"] == "pyramid" and f"per layer: {first} entries in the first, {last} in the last (of 2)" in printed
+    assert trace.run_config.allocation == "pyramid"
+    assert f"per layer: {first} entries in the first, {last} in the last (of 2)" in printed
 
 
 @pytest.mark.parametrize(

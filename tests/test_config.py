@@ -37,6 +37,9 @@ BAD = {
     "pool": [("median", "pool must be one of max, mean")],
     "allocation": [("diagonal", "allocation must be one of uniform, pyramid, adaptive")],
     "pyramid_beta": [(0.5, "pyramid beta must be at least 1"), ("steep", "pyramid beta must be a finite number")],
+    "policy_class": [("Tova", "policy class must be written 'module:QualName'"), (3, "policy class must be written"),
+                     ("no_such_module:Tova", "cannot import the policy class 'no_such_module:Tova' of policy 'snapkv'"),
+                     ("ccviz.policies.tova:Tova", "is not the Policy subclass named 'snapkv'")],
 }
 BASE = dict(policy="snapkv", cache_size=16)
 SAMPLING = {"temperature", "top_p"}  # checked against the sampling range only when sampling

@@ -42,7 +42,7 @@ def _trace() -> Trace:
               scores={"surprise": [1.0, 6.0, -1.0, 0.5, 2.0, math.inf]}, seconds=0.03),
     ]
     return Trace(
-        config={"policy": "counter_causal_fast", "cache_size": 3, "chunk_size": 4, "frozen": 1, "recent": 0},
+        config={"policy": "counter_causal_fast", "cache_size": 4, "chunk_size": 4, "frozen": 1, "recent": 0},
         tokens=tokens, cycles=cycles, output_text=" OK!",
         timings={"prefill_seconds": 1.0, "decode_seconds": 0.5, "refresh_seconds": 0.06, "total_seconds": 1.6},
         peak_cache_length=8, stop_reason="eos",

@@ -3,27 +3,32 @@
 The same frozen object is what :func:`ccviz.generate` builds from its keywords, what the CLI builds
 from its flags, what the app's jobs use as their result-cache key, and (resolved, every default made
 concrete) what a trace records as its ``config``, so a saved trace can be re-run exactly:
-``RunConfig.from_trace(trace)``. Field rules live in the field declarations (:mod:`ccviz.fields`);
-the app's widgets read their bounds from there too.
+``RunConfig.from_trace(trace)`` (``trace.run_config``). Field rules live in the field declarations
+(:mod:`ccviz.fields`); the app's widgets read their bounds from there too. :meth:`RunConfig.describe`
+is how every place (the CLI, the app's labels and headings, the run tables) names a run.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import InitVar, dataclass
+from typing import Any, Protocol
 
 from ..choices import ALLOCATIONS, GRANULARITIES, POOLS, RECORDS, Allocation, Granularity, Pool, Record
 from ..allocation import check_allocation
 from ..errors import CcvizError
 from ..fields import check_fields, choice, flag, number, whole
-from ..policies import Policy, make_policy
-
-if TYPE_CHECKING:
-    from ..trace import Trace
+from ..policies import POLICIES, Policy, make_policy
 
 Options = tuple[tuple[str, Any], ...]
+
+
+class Recorded(Protocol):
+    """What :meth:`RunConfig.from_trace` reads of a trace: its ``config`` object."""
+
+    config: Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,11 @@ class RunConfig:
     user-turn header (0 in raw text), ``recent=None`` and ``granularity=None`` the policy's own defaults, ``prefill_step=None``
     h tokens per prefill forward. ``policy_options`` may be given as a dict; it is stored as sorted
     (name, value) pairs, so equal settings are equal (and hash equal) however they were written.
+
+    ``policy_class`` ("module:QualName") names the class to build when it is not the one registered
+    as ``policy`` (a built policy that was never registered; :meth:`of` sets it): a trace of such a run
+    re-runs wherever that class can be imported. ``check_policy=False`` takes the policy as recorded
+    without building it (a trace's config whose policy is not installed here); a run builds it anyway.
     """
 
     policy: str
@@ -57,10 +67,15 @@ class RunConfig:
     pool: Pool = choice("pool", POOLS, default="max")  # a unit's score from its tokens' (word and sentence units)
     allocation: Allocation = choice("allocation", ALLOCATIONS, default="uniform")  # the budget over layers and heads (ccviz.allocation)
     pyramid_beta: float = number("pyramid beta", 1, default=20.0)  # pyramid: the last layer keeps (J - R) / beta scored entries
+    policy_class: str | None = None  # "module:QualName" of a policy class that is not the one registered as ``policy``
+    check_policy: InitVar[bool] = True
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, check_policy: bool) -> None:
         if not isinstance(self.policy, str):
             raise CcvizError(f"policy must be a policy name, got {self.policy!r}")
+        reference = self.policy_class
+        if reference is not None and not (isinstance(reference, str) and _is_reference(reference)):
+            raise CcvizError(f"policy class must be written 'module:QualName', got {self.policy_class!r}")
         object.__setattr__(self, "policy_options", _options(self.policy_options))
         check_fields(self)
         if self.chunk_size is not None and self.chunk_size > self.cache_size:
@@ -71,15 +86,22 @@ class RunConfig:
             raise CcvizError(f"temperature must be above 0 when sampling, got {self.temperature}")
         if self.do_sample and not 0 < self.top_p <= 1:
             raise CcvizError(f"top-p must be in (0, 1], got {self.top_p}")
-        check_allocation(self.allocation, self.build_policy())  # an unknown name or a bad option fails now, with the registry's message
+        if check_policy:  # an unknown name or a bad option fails now, with the registry's message
+            check_allocation(self.allocation, self.build_policy())
 
     @classmethod
     def of(cls, policy: str | Policy, **settings: Any) -> "RunConfig":
-        """A config from a policy name or a built policy (whose name and options are taken)."""
+        """A config from a policy name or a built policy (whose name, options and, when it is not the
+        registered one, class are taken; it need not be registered, nor importable to run here)."""
         if isinstance(policy, Policy):
             if settings.pop("policy_options", None):
                 raise CcvizError("give a built policy's options when building it, not as policy_options as well")
-            return cls(policy=policy.name, policy_options=policy.options(), **settings)
+            kind = type(policy)
+            ours = POLICIES.get(policy.name) is kind
+            settings["policy_class"] = None if ours else f"{kind.__module__}:{kind.__qualname__}"
+            config = cls(policy=policy.name, policy_options=policy.options(), check_policy=ours, **settings)
+            check_allocation(config.allocation, policy)
+            return config
         return cls(policy=policy, policy_options=settings.pop("policy_options", None) or (), **settings)
 
     @property
@@ -88,7 +110,27 @@ class RunConfig:
 
     def build_policy(self) -> Policy:
         """A fresh policy: per-run memory lives in the cache, so every run gets its own."""
-        return make_policy(self.policy, **self.options)
+        if self.policy_class is None:
+            return make_policy(self.policy, **self.options)
+        return make_policy(_import_policy(self.policy_class, self.policy), **self.options)
+
+    def describe(self) -> str:
+        """The run's policy in words, as every place names a run (the app's labels and headings, the CLI,
+        the run tables): ``tova (window=8) by word (mean), pyramid``: the options, a unit other than
+        the token, an allocation other than uniform."""
+        options = ", ".join(f"{key}={value}" for key, value in self.policy_options)
+        text = f"{self.policy} ({options})" if options else self.policy
+        if self.granularity not in (None, "token"):
+            text += f" by {self.granularity} ({self.pool})"
+        return text + (f", {self.allocation}" if self.allocation != "uniform" else "")
+
+    def describe_budget(self) -> str:
+        """The budget in words, next to :meth:`describe`: ``J=64 · h=16 · frozen=3 · recent=0`` (and
+        pyramid's beta); a default not yet resolved shows as ``default``."""
+        shown = [("J", self.cache_size), ("h", self.chunk_size), ("frozen", self.frozen), ("recent", self.recent)]
+        if self.allocation == "pyramid":
+            shown.append(("beta", f"{self.pyramid_beta:g}"))
+        return " · ".join(f"{name}={'default' if value is None else value}" for name, value in shown)
 
     def replace(self, **changes: Any) -> "RunConfig":
         """A copy with ``changes``, validated like a new one."""
@@ -111,34 +153,66 @@ class RunConfig:
         granularity = self.granularity or policy.default_granularity
         if self.allocation != "uniform" and granularity != "token":
             raise CcvizError(f"allocation {self.allocation!r} keeps single tokens per layer: use granularity 'token', or allocation 'uniform' for {granularity} units")
-        return self.replace(
-            policy_options=policy.options(), chunk_size=h, frozen=max(frozen, sinks), recent=recent,
-            granularity=granularity,
-            prefill_step=h if self.prefill_step is None else self.prefill_step,
+        check_allocation(self.allocation, policy)
+        return dataclasses.replace(  # the policy is at hand: it is not built again (its class may not be importable)
+            self, policy_options=policy.options(), chunk_size=h, frozen=max(frozen, sinks), recent=recent,
+            granularity=granularity, prefill_step=h if self.prefill_step is None else self.prefill_step,
+            check_policy=False,
         )
 
     # ----- serialisation: the trace's config, JSON files, the app's widgets ----------------------
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready values, ``policy_options`` as an object."""
+        """Plain JSON-ready values, ``policy_options`` as an object; ``policy_class`` only when set."""
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         data["policy_options"] = self.options
+        if self.policy_class is None:
+            del data["policy_class"]
         return data
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "RunConfig":
-        """The inverse of :meth:`to_dict`; other keys (a trace config's ``model``, ``prompt_tokens``...) are ignored."""
+    def from_dict(cls, data: Mapping[str, Any], *, check_policy: bool = True) -> "RunConfig":
+        """The inverse of :meth:`to_dict`; other keys (a trace config's ``model``, ``prompt_tokens``...) are
+        ignored, and a missing field takes its default (traces written before it existed)."""
         if not isinstance(data, Mapping):
             raise CcvizError(f"a run config must be an object, got {type(data).__name__}")
-        names = {f.name for f in dataclasses.fields(cls)}
         missing = [name for name in ("policy", "cache_size") if name not in data]
         if missing:
             raise CcvizError(f"a run config needs {' and '.join(missing)}")
-        return cls(**{key: value for key, value in data.items() if key in names})
+        names = settings_names()
+        return cls(**{key: value for key, value in data.items() if key in names}, check_policy=check_policy)
 
     @classmethod
-    def from_trace(cls, trace: "Trace") -> "RunConfig":
-        """The resolved config a trace was produced with: running it on the same prompt reproduces the trace."""
-        return cls.from_dict(trace.config)
+    def from_trace(cls, trace: Recorded) -> "RunConfig":
+        """The resolved config a trace was produced with: running it on the same prompt reproduces the trace.
+
+        Its policy is taken as recorded, not built: a trace of a policy this installation lacks still
+        describes itself, and running it names the missing policy in one line."""
+        return cls.from_dict(trace.config, check_policy=False)
+
+
+def settings_names() -> tuple[str, ...]:
+    """The settings of a run: :class:`RunConfig`'s fields, in declaration order (``generate``'s keywords)."""
+    return tuple(f.name for f in dataclasses.fields(RunConfig))
+
+
+def _is_reference(text: str) -> bool:
+    module, colon, qualname = text.partition(":")
+    return bool(colon and module and qualname)
+
+
+def _import_policy(reference: str, name: str) -> type[Policy]:
+    """The policy class a ``module:QualName`` reference names, or a one-line error."""
+    module, _, qualname = reference.partition(":")
+    try:
+        found: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            found = getattr(found, part)
+    except Exception as err:  # an ImportError, a missing attribute or the module's own failure
+        why = f"{type(err).__name__}: {err}"
+        raise CcvizError(f"cannot import the policy class {reference!r} of policy {name!r}: {why}") from None
+    if not (isinstance(found, type) and issubclass(found, Policy)) or getattr(found, "name", None) != name:
+        raise CcvizError(f"{reference!r} is not the Policy subclass named {name!r}")
+    return found
 
 
 def _options(raw: Any) -> Options:

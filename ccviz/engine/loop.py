@@ -7,6 +7,8 @@ decodes, polling ``should_stop`` and reporting progress between forward passes.
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,7 +18,7 @@ from ..policies import Policy
 from ..prompts import encode_prompt
 from ..trace import Trace
 from .callbacks import GenerationFailed, ProgressCallback, RefreshCallback, StopCheck
-from .config import RunConfig
+from .config import RunConfig, settings_names
 from .sampling import Sampler, eos_ids
 from .session import CacheSession
 
@@ -115,52 +117,61 @@ def _loop(session: CacheSession, prompt: list[int], generated: list[int], eos: s
 def generate(
     lm: LoadedModel,
     prompt: str,
+    config: RunConfig | None = None,
     *,
-    policy: str | Policy,
-    cache_size: int,
-    chunk_size: int | None = None,
-    frozen: int | str = "auto",
-    recent: int | None = None,
-    max_new_tokens: int = 128,
-    chat: bool = True,
-    seed: int | None = None,
-    do_sample: bool = False,
-    temperature: float = 1.0,
-    top_p: float = 1.0,
-    policy_options: dict[str, Any] | None = None,
-    prefill_step: int | None = None,
-    stop_at_eos: bool = True,
-    record: str = "policy",
-    granularity: str | None = None,
-    pool: str = "max",
-    allocation: str = "uniform",
-    pyramid_beta: float = 20.0,
     progress: ProgressCallback | None = None,
     should_stop: StopCheck | None = None,
     on_refresh: RefreshCallback | None = None,
+    **settings: Any,
 ) -> Trace:
     """Generate from ``prompt`` under a managed cache and return the :class:`Trace` of the run.
 
-    The keywords are the fields of :class:`RunConfig` (see there): ``cache_size`` is J, ``chunk_size``
-    h (default J/4), ``frozen`` the never-evicted prefix ("auto": the chat template up to the
-    user-turn header), ``recent`` the trailing entries always kept (default: the policy's). Greedy
-    unless ``do_sample``. ``prefill_step`` caps tokens per prefill forward (default h; 1 processes the
-    prompt token by token, with identical results). ``stop_at_eos=False`` always generates
-    ``max_new_tokens`` (benchmarks need fixed lengths). ``record="all"`` also records the cheap
-    companion signals (attention_last, attention_chunk, surprise) at every refresh, next to the
-    policy's own; they never change what is kept. ``granularity`` ("token", "word" or "sentence"; default:
-    the policy's) is the unit a refresh keeps or evicts whole, scored by the ``pool`` ("max" or "mean") of its tokens'
-    scores (:mod:`ccviz.units`). ``allocation`` ("uniform", "pyramid" or "adaptive") splits the budget
-    over layers and KV heads (:mod:`ccviz.allocation`; ``pyramid_beta``: the last layer keeps (J - R) /
-    beta scored entries). ``should_stop`` is polled between forward passes;
-    a stopped run returns its partial trace with status "cancelled". ``on_refresh`` streams each
+    The run is ``config``, a :class:`RunConfig`, or the ``settings``: the keywords are exactly its fields
+    (``policy``, ``cache_size``, ``chunk_size``, ``frozen``, ``recent``, ``max_new_tokens``, ...; see
+    there, or ``help(generate)``), and next to a ``config`` they replace its fields:
+    ``generate(lm, p, config, max_new_tokens=8)``. ``policy`` is a registered name or a built
+    :class:`Policy`, registered or not (its class is recorded in the trace); a new ``policy`` does not
+    keep the config's options. ``cache_size`` is J, ``chunk_size`` h (default J/4), ``frozen`` the
+    never-evicted prefix ("auto": the chat template up to the user-turn header), ``recent`` the
+    trailing entries always kept (default: the policy's). Greedy unless ``do_sample``.
+    ``record="all"`` also records the cheap companion signals at every refresh; ``granularity`` and
+    ``pool`` make words or sentences the unit kept (:mod:`ccviz.units`); ``allocation`` splits the budget
+    over layers and KV heads (:mod:`ccviz.allocation`). ``should_stop`` is polled between forward
+    passes; a stopped run returns its partial trace with status "cancelled". ``on_refresh`` streams each
     refresh as it happens (see :data:`RefreshCallback`).
     """
-    config = RunConfig.of(
-        policy, cache_size=cache_size, chunk_size=chunk_size, frozen=frozen, recent=recent, max_new_tokens=max_new_tokens,
-        chat=chat, seed=seed, do_sample=do_sample, temperature=temperature, top_p=top_p, policy_options=policy_options,
-        prefill_step=prefill_step, stop_at_eos=stop_at_eos, record=record, granularity=granularity, pool=pool,
-        allocation=allocation, pyramid_beta=pyramid_beta,
-    )
+    names = settings_names()
+    unknown = sorted(set(settings) - set(names))
+    if unknown:
+        valid = ", ".join(names)
+        raise CcvizError(f"generate() has no setting {unknown[0]!r}: the settings are RunConfig's fields, {valid}")
+    if config is not None and not isinstance(config, RunConfig):
+        raise CcvizError(f"config must be a RunConfig, got {type(config).__name__}")
+    if config is not None:
+        recorded = {name: getattr(config, name) for name in names}
+        if "policy" in settings:  # a new policy: the old one's options and class do not apply to it
+            del recorded["policy_options"], recorded["policy_class"]
+        settings = {**recorded, **settings}
+    missing = [name for name in ("policy", "cache_size") if name not in settings]
+    if missing:
+        raise CcvizError(f"generate() needs a config, or {' and '.join(missing)}")
+    policy = settings.pop("policy")
     instance = policy if isinstance(policy, Policy) else None
-    return run_generation(lm, prompt, config, progress=progress, should_stop=should_stop, on_refresh=on_refresh, policy=instance)
+    run = RunConfig.of(policy, **settings)
+    return run_generation(lm, prompt, run, progress=progress, should_stop=should_stop, on_refresh=on_refresh,
+                          policy=instance)
+
+
+def _generate_signature() -> inspect.Signature:
+    """``generate``'s signature with RunConfig's fields as its keywords, for ``help`` and editors that ask."""
+    own = inspect.signature(generate)
+    fixed = [p for p in own.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    settings = [
+        inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, annotation=f.type,
+                          default=inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default)
+        for f in dataclasses.fields(RunConfig)
+    ]
+    return own.replace(parameters=fixed + settings)
+
+
+generate.__signature__ = _generate_signature()  # type: ignore[attr-defined]

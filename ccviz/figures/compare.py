@@ -83,18 +83,18 @@ def phrase_survival(trace: Trace, phrase: str) -> PhraseSurvival:
 
 def run_summary(trace: Trace) -> dict[str, object]:
     """One row of facts about a run, for tables: sizes, refresh count and times."""
-    t = trace.timings
+    t, run = trace.timings, trace.run_config
     refreshes = len(trace.cycles)
     refresh_seconds = float(t.get("refresh_seconds", 0.0))
     return {
-        "policy": trace.config.get("policy"),
+        "policy": run.describe(),
         "status": trace.status,
         "prompt tokens": trace.prompt_length,
         "generated": len(trace.tokens) - trace.prompt_length,
         "refreshes": refreshes,
         "final cache": len(trace.final_kept),
         "peak cache": trace.peak_cache_length,
-        "allocation": trace.config.get("allocation", "uniform"),
+        "allocation": run.allocation,
         "peak K/V (MiB)": round(trace.peak_cache_bytes / 2**20, 2) if trace.peak_cache_bytes else None,  # 0: a version-1 trace
         "refresh total (s)": round(refresh_seconds, 3),
         "per refresh (ms)": round(1000 * refresh_seconds / refreshes, 2) if refreshes else None,

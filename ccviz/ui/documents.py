@@ -8,8 +8,10 @@ server restarted since) is simply not found, and the page says so.
 from __future__ import annotations
 
 import hashlib
+import math
 import threading
-from collections import OrderedDict
+
+from cachetools import LRUCache
 
 HASH_CHARS = 12  # 48 bits of SHA-256: a collision needs ~16 million documents on one server
 DEFAULT_MAX_DOCUMENTS = 256
@@ -25,30 +27,29 @@ class DocumentStore:
 
     def __init__(self, max_documents: int = DEFAULT_MAX_DOCUMENTS, max_bytes: int = DEFAULT_MAX_BYTES):
         self.max_documents, self.max_bytes = max_documents, max_bytes
-        self._items: OrderedDict[str, str] = OrderedDict()
-        self._bytes = 0
+        # Sized in bytes and never full by itself: put() drops the least recently used within both limits,
+        # always keeping the newest document, even one over the byte budget on its own.
+        self._items: LRUCache[str, str] = LRUCache(maxsize=math.inf, getsizeof=_size)
         self._lock = threading.Lock()
 
     def put(self, text: str) -> str:
         """Hold ``text`` (or refresh it) and return its hash."""
         key = document_hash(text)
         with self._lock:
-            if key in self._items:
-                self._items.move_to_end(key)
-                return key
-            self._items[key] = text
-            self._bytes += len(text.encode("utf-8"))
-            while len(self._items) > 1 and (len(self._items) > self.max_documents or self._bytes > self.max_bytes):
-                _, dropped = self._items.popitem(last=False)
-                self._bytes -= len(dropped.encode("utf-8"))
+            if self._items.get(key) is None:
+                self._items[key] = text
+                items = self._items
+                while len(items) > 1 and (len(items) > self.max_documents or items.currsize > self.max_bytes):
+                    items.popitem()
         return key
 
     def get(self, key: str) -> str | None:
         with self._lock:
-            text = self._items.get(key)
-            if text is not None:
-                self._items.move_to_end(key)
-            return text
+            return self._items.get(key)
 
     def __len__(self) -> int:
         return len(self._items)
+
+
+def _size(text: str) -> int:
+    return len(text.encode("utf-8"))

@@ -15,7 +15,7 @@ from ..figures import visible_text
 from ..figures.explain import explanation_figure, explanation_html
 from ..figures.export import file_stem
 from ..trace import Trace
-from .jobs import ExplainTask
+from ..worker.tasks import ExplainTask
 from .state import result_store, run_controls
 from .views import chart
 

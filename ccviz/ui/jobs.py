@@ -1,4 +1,4 @@
-"""Background runs for the app: a job per user action, results cached by config.
+"""Background runs for the app (the server's side): a job per user action, results cached by task.
 
 Streamlit reruns a page on every widget interaction and aborts whatever the script was doing, so
 model work never runs in the script: a :class:`Job` hands its tasks one after another to the model
@@ -6,8 +6,8 @@ worker process (:class:`ccviz.worker.ModelWorker`) from a thread of its own, whi
 pipe, and writes progress and results into itself as they arrive, while the page (which keeps the
 job in ``st.session_state``) only reads it. Finished results go into a process-wide, bounded
 :class:`ResultStore` keyed by the task's full configuration, so re-opening a run is instant.
-The tasks are plain picklable dataclasses: they cross to the worker and run there.
-No Streamlit import here: this is plain Python, tested without the app.
+The tasks themselves (:mod:`ccviz.worker.tasks`) are plain picklable dataclasses: they cross to the
+worker and run there. No Streamlit import here: this is plain Python, tested without the app.
 """
 
 from __future__ import annotations
@@ -15,147 +15,31 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
-from ..engine import CacheSession, GenerationFailed, ProgressCallback, RefreshCallback, RunConfig, prepare, run_generation
+from cachetools import LRUCache
+
+from ..engine import GenerationFailed
 from ..errors import CcvizError
-from ..explain import Explanation, explain_token
-from ..models import LoadedModel
-from ..signals import document_attention, document_surprise
 from ..trace import Trace
 from ..worker import ModelWorker, WorkerDied
+from ..worker.tasks import RunTask, Task
 from .limits import DEFAULT_ABANDON_SECONDS, DEFAULT_RESULT_CACHE, MAX_TOKENS_ENV
 
 log = logging.getLogger(__name__)
 
 
-class Task(Protocol):
-    """One unit of model work; a frozen dataclass, so it is its own cache key, and picklable, so it runs
-    in the worker. One task computes at a time: torch already spreads one forward pass over every core,
-    and two runs at once would oversubscribe them (on 2 cores, small forward passes get up to 100x slower)."""
-
-    @property
-    def label(self) -> str: ...
-
-    def execute(
-        self, lm: LoadedModel, progress: ProgressCallback, should_stop: Callable[[], bool], on_refresh: RefreshCallback | None = None,
-    ) -> Any: ...
-
-
-@dataclass(frozen=True)
-class RunTask:
-    """One generation: the model, the prompt and the :class:`RunConfig`, which together decide its result."""
-
-    model: str
-    prompt: str
-    config: RunConfig
-
-    @property
-    def label(self) -> str:
-        opts = ", ".join(f"{k}={v}" for k, v in self.config.policy_options)
-        label = f"{self.config.policy} ({opts})" if opts else self.config.policy
-        if self.config.granularity is not None:  # set by the user (None: the policy's own unit)
-            label += f" by {self.config.granularity} ({self.config.pool})"
-        if self.config.allocation != "uniform":
-            label += f", {self.config.allocation}"
-        return label
-
-    def check(self, lm: LoadedModel, limit: int) -> int:
-        """Validate everything without running; return the prompt's token count.
-
-        The engine checks the model's own context limit (and that the model can give the policy what
-        it reads); this adds the app's token limit.
-        """
-        prepared = prepare(lm, self.prompt, self.config)
-        CacheSession(lm, prepared.config)  # cheap: no forward pass
-        n_prompt, max_new = len(prepared.prompt_ids), self.config.max_new_tokens
-        if n_prompt + max_new > limit:
-            raise CcvizError(
-                f"the document has {n_prompt} tokens; with {max_new} new tokens that is over this app's "
-                f"limit of {limit} tokens per run ({MAX_TOKENS_ENV}): shorten it or lower max new tokens"
-            )
-        return n_prompt
-
-    def execute(
-        self, lm: LoadedModel, progress: ProgressCallback, should_stop: Callable[[], bool], on_refresh: RefreshCallback | None = None,
-    ) -> Trace:
-        return run_generation(lm, self.prompt, self.config, progress=progress, should_stop=should_stop, on_refresh=on_refresh)
-
-
-@dataclass(frozen=True)
-class SurpriseTask:
-    """Counter-causal surprise of every token of a whole document (one variant and score)."""
-
-    model: str
-    prompt: str
-    chat: bool
-    variant: str = "fast"
-    score: str = "logit"
-    min_gap: int = 0
-
-    @property
-    def label(self) -> str:
-        return f"surprise ({self.variant}, {self.score}, min_gap={self.min_gap})"
-
-    def execute(
-        self, lm: LoadedModel, progress: ProgressCallback, should_stop: Callable[[], bool], on_refresh: RefreshCallback | None = None,
-    ) -> list[float]:
-        return document_surprise(lm, self.prompt, chat=self.chat, variant=self.variant, score=self.score, min_gap=self.min_gap)
-
-
-@dataclass(frozen=True)
-class AttentionTask:
-    """Attention received and H2O accumulation over a whole document (a no-eviction run)."""
-
-    model: str
-    prompt: str
-    chat: bool
-    frozen: int | str = "auto"
-
-    @property
-    def label(self) -> str:
-        return "attention over the whole document"
-
-    def execute(
-        self, lm: LoadedModel, progress: ProgressCallback, should_stop: Callable[[], bool], on_refresh: RefreshCallback | None = None,
-    ) -> Trace:
-        return document_attention(
-            lm, self.prompt, chat=self.chat, frozen=self.frozen, progress=progress, should_stop=should_stop, on_refresh=on_refresh,
+def check_run(worker: ModelWorker, task: RunTask, limit: int) -> int:
+    """Validate ``task`` in the worker (the model's context, every option), then against this app's token
+    limit; return the prompt's token count. Nothing runs."""
+    n_prompt, max_new = worker.check(task), task.config.max_new_tokens
+    if n_prompt + max_new > limit:
+        raise CcvizError(
+            f"the document has {n_prompt} tokens; with {max_new} new tokens that is over this app's "
+            f"limit of {limit} tokens per run ({MAX_TOKENS_ENV}): shorten it or lower max new tokens"
         )
-
-
-@dataclass(frozen=True, eq=False)
-class ExplainTask:
-    """Why one token was kept or evicted at one refresh of a finished run (:func:`ccviz.explain.explain_token`).
-
-    Keyed by the trace's identity: the page hands the same trace object on every rerun, so a result
-    is found again in the store, and no trace is hashed.
-    """
-
-    model: str
-    trace: Trace
-    refresh: int
-    position: int
-
-    @property
-    def label(self) -> str:
-        return f"explaining t={self.position} at refresh {self.refresh} (replaying the run)"
-
-    def _key(self) -> tuple:
-        return (self.model, id(self.trace), self.refresh, self.position)  # the store holds the task, so the id stays unique
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, ExplainTask) and self._key() == other._key()
-
-    def __hash__(self) -> int:
-        return hash(self._key())
-
-    def execute(
-        self, lm: LoadedModel, progress: ProgressCallback, should_stop: Callable[[], bool], on_refresh: RefreshCallback | None = None,
-    ) -> Explanation:
-        return explain_token(lm, self.trace, self.refresh, self.position)
+    return n_prompt
 
 
 class ResultStore:
@@ -163,22 +47,16 @@ class ResultStore:
 
     def __init__(self, max_entries: int = DEFAULT_RESULT_CACHE):
         self.max_entries = max_entries
-        self._items: OrderedDict[Any, Any] = OrderedDict()
+        self._items: LRUCache[Task, Any] = LRUCache(maxsize=max_entries)  # a read or a write makes an entry the newest
         self._lock = threading.Lock()
 
     def get(self, task: Task) -> Any | None:
         with self._lock:
-            if task not in self._items:
-                return None
-            self._items.move_to_end(task)
-            return self._items[task]
+            return self._items.get(task)
 
     def put(self, task: Task, result: Any) -> None:
         with self._lock:
             self._items[task] = result
-            self._items.move_to_end(task)
-            while len(self._items) > self.max_entries:
-                self._items.popitem(last=False)
 
     def __len__(self) -> int:
         return len(self._items)

@@ -19,7 +19,8 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 from ..errors import CcvizError
 from ..trace import Trace
 from ..worker import ModelInfo
-from .jobs import Job, ResultStore, RunTask
+from ..worker.tasks import RunTask
+from .jobs import Job, ResultStore, check_run
 from .limits import abandon_seconds, max_tokens, result_cache_size
 from .model import app_worker
 
@@ -161,7 +162,7 @@ def run_controls(page: str, label: str, make_tasks: Callable[[ModelInfo], list],
             limit = max_tokens()
             for task in tasks:
                 if isinstance(task, RunTask):
-                    worker.check(task, limit)
+                    check_run(worker, task, limit)
             start_job(page, tasks)
         except CcvizError as err:
             st.error(str(err))

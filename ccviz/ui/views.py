@@ -106,23 +106,18 @@ def status_notes(trace: Trace) -> None:
 
 
 def summary_metrics(trace: Trace) -> None:
-    s, c = run_summary(trace), trace.config
-    raw_options = c.get("policy_options")
-    options = ", ".join(f"{k}={v}" for k, v in raw_options.items()) if isinstance(raw_options, dict) else ""
-    st.markdown(f"#### {s['policy']}" + (f" ({options})" if options else ""))
-    allocation = c.get("allocation", "uniform")
-    st.caption(
-        f"J={c.get('cache_size')} · h={c.get('chunk_size')} · frozen={c.get('frozen')} · recent={c.get('recent')} · "
-        + (f"allocation {allocation} · " if allocation != "uniform" else "")
-        + f"{'chat' if c.get('chat') else 'raw'} · {c.get('model')} · {trace.status}"
-    )
+    s, run = run_summary(trace), trace.run_config
+    st.markdown(f"#### {s['policy']}")
+    mode = "chat" if run.chat else "raw"
+    st.caption(f"{run.describe_budget()} · {mode} · {trace.config.get('model')} · {trace.status}")
     cols = st.columns(5)
     cols[0].metric("Prompt tokens", s["prompt tokens"])
     cols[1].metric("Generated", s["generated"], help=f"stopped by: {trace.stop_reason or 'n/a'}")
     cols[2].metric("Refreshes", s["refreshes"], help=f"{s['per refresh (ms)']} ms per refresh on average")
     cols[3].metric("Final / peak cache", f"{s['final cache']} / {s['peak cache']}",
                    help=(f"peak K/V memory {s['peak K/V (MiB)']} MiB" if s["peak K/V (MiB)"] else None)
-                   if allocation == "uniform" else f"entries any layer holds; peak K/V memory {s['peak K/V (MiB)']} MiB, each layer at its own length")
+                   if run.allocation == "uniform"
+                   else f"entries any layer holds; peak K/V memory {s['peak K/V (MiB)']} MiB, each layer at its own length")
     cols[4].metric("Total time", f"{s['total (s)']:.2f} s", help=f"refreshes took {s['refresh total (s)']:.3f} s in all")
 
 
@@ -174,7 +169,7 @@ def layer_input(trace: Trace, key: str) -> tuple[int | None, int | None]:
     choices = [ANY_LAYER, *range(layers)]
     layer = left.select_slider(
         "Layer", choices, key=f"{key}.layer", format_func=lambda c: c if c == ANY_LAYER else f"layer {c}",
-        help=f"This run's allocation ({trace.config.get('allocation')}) gives each layer its own cache: one layer's, "
+        help=f"This run's allocation ({trace.run_config.allocation}) gives each layer its own cache: one layer's, "
              "or what any layer holds (the union, the trace's kept set).",
     )
     if layer == ANY_LAYER:

@@ -157,8 +157,8 @@ class ModelWorker:
             self._close_pipes()
 
     # ----- validation ------------------------------------------------------------------------
-    def check(self, task: Any, limit: int) -> Any:
-        """``task.check(lm, limit)`` in the worker, answered even while a run holds the model."""
+    def check(self, task: Any) -> Any:
+        """``task.check(lm)`` in the worker, answered even while a run holds the model."""
         status = self.status()
         if not status.ready:
             raise CcvizError(status.message)
@@ -167,7 +167,7 @@ class ModelWorker:
             try:
                 while checks.poll():  # an answer that came after its caller gave up
                     checks.recv()
-                checks.send((task, limit))
+                checks.send(task)
                 if not checks.poll(CHECK_SECONDS):
                     raise CcvizError("the model worker did not answer: try again in a moment")
                 kind, value = checks.recv()

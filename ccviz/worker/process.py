@@ -104,14 +104,14 @@ def _execute(task: Any, lm: LoadedModel, jobs: Connection, should_stop) -> tuple
 
 
 def _answer_checks(lm: LoadedModel, checks: Connection) -> None:
-    """Validate tasks without running them: ``task.check(lm, limit)`` or an error line."""
+    """Validate tasks without running them: ``task.check(lm)`` or an error line."""
     while True:
         try:
-            task, limit = checks.recv()
+            task = checks.recv()
         except (EOFError, OSError):
             return
         try:
-            answer = ("ok", task.check(lm, limit))
+            answer = ("ok", task.check(lm))
         except Exception as err:
             answer = ("error", _error_line(err))
         checks.send(answer)

@@ -1,8 +1,9 @@
 """What crosses the pipe between the server and its model worker, in one place.
 
-The server sends a task (any picklable object with ``execute(lm, progress, should_stop, on_refresh)``)
-on the jobs pipe; the worker answers with tuples whose first item is one of the kinds below, and
-``(task, limit)`` on the checks pipe gets ``("ok", value)`` or ``("error", message)``.
+The server sends a task (any picklable object with ``execute(lm, progress, should_stop, on_refresh)``;
+the app's are in :mod:`.tasks`) on the jobs pipe; the worker answers with tuples whose first item is
+one of the kinds below, and a task on the checks pipe (``task.check(lm)``) gets ``("ok", value)`` or
+``("error", message)``.
 """
 
 from __future__ import annotations

@@ -33,8 +33,9 @@ from typing import Callable
 
 from ccviz import RunConfig, load_model, run_generation
 from ccviz.bench.timing import header
-from ccviz.ui.jobs import Job, ResultStore, RunTask
+from ccviz.ui.jobs import Job, ResultStore
 from ccviz.worker import ModelWorker
+from ccviz.worker.tasks import RunTask
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENT = ROOT / "assets" / "samples" / "clinical_record.md"
