@@ -5,17 +5,19 @@ import streamlit as st
 from ccviz.errors import CcvizError
 from ccviz.plugins import load_plugins
 from ccviz.ui import links
+from ccviz.ui.frame import ensure_app_frame
 from ccviz.ui.model import model_status_line
 from ccviz.ui.views import chart_settings
 
+ensure_app_frame()  # a fresh server's first run goes through st.navigation, not the legacy pages/ folder
 st.set_page_config(page_title="ccviz: KV-cache eviction lab", page_icon="🧠", layout="wide")
 
 pages = [
-    st.Page("app_pages/run.py", title="Run & retention", icon=":material/grid_on:", default=True),
-    st.Page("app_pages/surprise.py", title="Surprise", icon=":material/highlight:"),
-    st.Page("app_pages/compare.py", title="Compare", icon=":material/compare:"),
-    st.Page("app_pages/benchmarks.py", title="Benchmarks", icon=":material/monitoring:"),
-    st.Page("app_pages/traces.py", title="Traces", icon=":material/folder_open:"),
+    st.Page("pages/run.py", title="Run & retention", icon=":material/grid_on:", default=True),
+    st.Page("pages/surprise.py", title="Surprise", icon=":material/highlight:"),
+    st.Page("pages/compare.py", title="Compare", icon=":material/compare:"),
+    st.Page("pages/benchmarks.py", title="Benchmarks", icon=":material/monitoring:"),
+    st.Page("pages/traces.py", title="Traces", icon=":material/folder_open:"),
 ]
 page = st.navigation(pages)
 links.begin()

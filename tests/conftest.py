@@ -58,3 +58,24 @@ def quick_bench(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
     """Every benchmark task, quick, on the tiny model, once for the session: (results folder, the run)."""
     out = tmp_path_factory.mktemp("bench") / "quick"
     return out, bench_quick("all", out)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _apptest_runs_through_app_py():
+    """AppTest forgets, before every run, that app.py calls st.navigation, and so runs each script of a
+    folder named pages/ as a legacy page: widgets would change identity between runs and a click would be
+    lost to the rerun of :func:`ccviz.ui.frame.ensure_app_frame`. A real server decides this once, at its
+    first request, which the pages handle (the browser test checks a deep link as that first request);
+    here every run starts as the server does after it."""
+    from streamlit.runtime.pages_manager import PagesManager
+    from streamlit.testing.v1 import app_test
+
+    class NavigationPages(PagesManager):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            PagesManager.uses_pages_directory = False
+
+    original = app_test.PagesManager
+    app_test.PagesManager = NavigationPages
+    yield
+    app_test.PagesManager = original

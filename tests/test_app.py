@@ -256,7 +256,7 @@ def test_the_needle_generator_loads_one_map_cell_and_the_run_marks_the_needle(ap
 
 
 def test_surprise_page_highlights_and_shows_what_survives(app):
-    app.switch_page("app_pages/surprise.py").run()
+    app.switch_page("pages/surprise.py").run()
     set_document(app, DOC)
     app.number_input(key="sur.J").set_value(16)
     app.number_input(key="sur.h").set_value(8)
@@ -275,14 +275,14 @@ def test_surprise_page_highlights_and_shows_what_survives(app):
 
 
 def test_surprise_page_reports_bad_input(app):
-    app.switch_page("app_pages/surprise.py").run()
+    app.switch_page("pages/surprise.py").run()
     set_document(app, "")
     app.button(key="btn.surprise").click().run()
     assert not app.exception and "prompt is empty" in app.error[0].value
 
 
 def test_compare_page_runs_policies_side_by_side(app):
-    app.switch_page("app_pages/compare.py").run()
+    app.switch_page("pages/compare.py").run()
     set_document(app, DOC)
     app.text_input(key="cmp.phrase").set_value("Ada Brenn")
     app.number_input(key="cmp.J").set_value(16)
@@ -317,7 +317,7 @@ def test_compare_page_runs_policies_side_by_side(app):
 
 
 def test_compare_page_reports_bad_input(app):
-    app.switch_page("app_pages/compare.py").run()
+    app.switch_page("pages/compare.py").run()
     set_document(app, DOC)
     app.selectbox(key="cmp.p1").set_value("snapkv").run()
     app.number_input(key="cmp.p1.snapkv.kernel").set_value(4)
@@ -331,7 +331,7 @@ def test_traces_page_downloads_runs_and_views_uploaded_traces(app, tiny):
     set_document(app, DOC)
     app.number_input(key="run.J").set_value(16)
     settle(app.button(key="btn.run").click().run())
-    app.switch_page("app_pages/traces.py").run()
+    app.switch_page("pages/traces.py").run()
     assert not app.exception and len(app.get("download_button")) == 1
 
     trace = generate(tiny, DOC, policy="sliding", cache_size=16, chunk_size=4, max_new_tokens=4)

@@ -217,7 +217,7 @@ def test_run_page_refuses_bad_uploads_and_stays_usable(app):
 
 
 def test_traces_page_refuses_bad_files_without_drawing_them(app, good_trace):
-    app.switch_page("app_pages/traces.py").run()
+    app.switch_page("pages/traces.py").run()
     bad = [(name, make(good_trace), "application/json") for name, (make, _) in BAD_TRACES.items()]
     app.file_uploader(key="up.traces").set_value(bad).run()
     assert not app.exception
@@ -237,13 +237,13 @@ def test_markup_and_control_characters_render_as_text(app):
     body = app.html[0].proto.body
     assert _shown_as_text(body) and "␇" in body and "␛" in body and "\x1b" not in body  # controls shown as symbols
     assert _escaped_hover(charts(app)[0])
-    app.switch_page("app_pages/surprise.py").run()
+    app.switch_page("pages/surprise.py").run()
     settle(app.button(key="btn.surprise").click().run())
     assert not app.exception and not app.error
     for mode in ["Highlight", "What survives", "Sentences"]:
         app.button_group(key="surprise.mode").set_value(mode).run()
         assert _shown_as_text(app.html[0].proto.body), mode
-    app.switch_page("app_pages/compare.py").run()
+    app.switch_page("pages/compare.py").run()
     for key, value in [("cmp.J", 16), ("cmp.h", 4), ("cmp.max_new", 6)]:
         app.number_input(key=key).set_value(value)
     settle(app.button(key="btn.compare").click().run())
@@ -400,13 +400,13 @@ def test_a_run_that_fails_part_way_reports_it_and_keeps_its_refreshes(monkeypatc
             assert not app.exception and any("failed part-way" in e for e in errors)
             assert charts(app) and app.slider(key="run.cycle").max == done - 1  # the completed refreshes are viewable
 
-            app.switch_page("app_pages/traces.py").run()  # listed with the session's runs, and its download opens
+            app.switch_page("pages/traces.py").run()  # listed with the session's runs, and its download opens
             assert any(f"· error · {done} refreshes" in md.value for md in app.markdown)
             upload = [(f"failed-{phase}.json", failed.to_json().encode(), "application/json")]
             app.file_uploader(key="up.traces").set_value(upload).run()
             assert not app.exception and charts(app)
             assert [e.value for e in app.error] == [f"The run failed part-way: {failed.error}. The refreshes completed before it are shown."]
-            app.switch_page("app_pages/run.py").run()
+            app.switch_page("pages/run.py").run()
 
         app.number_input(key="run.policy.breaks_at_refresh.fail_at").set_value(0).run()
         result_store.clear()

@@ -154,7 +154,7 @@ def _page(monkeypatch, folder: Path) -> AppTest:
     monkeypatch.setenv("CCVIZ_BENCH_RESULTS", str(folder))
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     at.run()
-    at.switch_page("app_pages/benchmarks.py").run()
+    at.switch_page("pages/benchmarks.py").run()
     assert not at.exception
     return at
 
@@ -257,7 +257,7 @@ def test_page_reads_the_published_results_wherever_the_server_started(monkeypatc
     monkeypatch.chdir(tmp_path)
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     at.run()
-    at.switch_page("app_pages/benchmarks.py").run()
+    at.switch_page("pages/benchmarks.py").run()
     assert not at.exception and not at.error
     assert at.selectbox(key="bench.folder").value == str(ROOT / "bench" / "results")
     assert [tab.label for tab in at.tabs][0] == "Rare-fact retention"

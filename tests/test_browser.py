@@ -348,7 +348,8 @@ def tiny_app_url():
 
 def test_a_deep_link_as_a_fresh_servers_first_request_gets_the_whole_app(tiny_app_url):
     """Before any session has run app.py, Streamlit serves a URL such as /benchmarks from a folder named
-    pages/ as a legacy page (no menu titles, no wide layout): ccviz keeps its pages in app_pages/. Runs
+    pages/ as a legacy page (no menu titles, no wide layout) unless the page reruns itself through app.py
+    (ccviz.ui.frame.ensure_app_frame). Runs
     first on the tiny server (tests run in file order), so this is its first page request."""
     from playwright.sync_api import sync_playwright
 

@@ -99,7 +99,7 @@ def test_links_and_images_resolve(path):
 
 
 def test_docs_cited_in_code_exist():
-    sources = [ROOT / "app.py", *sorted((ROOT / "app_pages").glob("*.py")), *sorted((ROOT / "ccviz").rglob("*.py"))]
+    sources = [ROOT / "app.py", *sorted((ROOT / "pages").glob("*.py")), *sorted((ROOT / "ccviz").rglob("*.py"))]
     problems = []
     for source in sources:
         for citation in CITATION.findall(source.read_text(encoding="utf-8")):

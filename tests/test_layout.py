@@ -6,7 +6,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 ENGINE = ROOT / "ccviz" / "engine"
 SOURCES = sorted(
-    path for folder in ("ccviz", "app_pages", "bench", "scripts", "tests") for path in (ROOT / folder).rglob("*.py")
+    path for folder in ("ccviz", "pages", "bench", "scripts", "tests") for path in (ROOT / folder).rglob("*.py")
 ) + [ROOT / "app.py"]
 
 

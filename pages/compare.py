@@ -8,6 +8,9 @@ from ccviz.ui.links import linked
 from ccviz.ui.state import run_controls
 from ccviz.ui.views import compare_view, live_view
 from ccviz.worker.tasks import RunTask
+from ccviz.ui.frame import ensure_app_frame
+
+ensure_app_frame()  # a fresh server's first request for a deep link: rerun it through app.py
 
 PAGE = "compare"
 LETTERS = "ABCD"

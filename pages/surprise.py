@@ -12,6 +12,9 @@ from ccviz.ui.links import linked, linked_index
 from ccviz.ui.state import run_controls
 from ccviz.ui.views import signal_views
 from ccviz.worker.tasks import AttentionTask, RunTask, SurpriseTask
+from ccviz.ui.frame import ensure_app_frame
+
+ensure_app_frame()  # a fresh server's first request for a deep link: rerun it through app.py
 
 PAGE = "surprise"
 

@@ -8,6 +8,9 @@ from ccviz.bench.browse import command_for_all, load_sections, result_folders
 from ccviz.bench.reproduce import display_path
 from ccviz.bench.results import PUBLISHED, RESULTS_ENV, results_dir
 from ccviz.ui.bench_views import section_view
+from ccviz.ui.frame import ensure_app_frame
+
+ensure_app_frame()  # a fresh server's first request for a deep link: rerun it through app.py
 
 st.title("Benchmarks")
 # $CCVIZ_BENCH_RESULTS, else the results published with this app, wherever the server was started from

@@ -7,6 +7,9 @@ from ccviz.figures import recorded_values
 from ccviz.ui.state import history
 from ccviz.ui.uploads import read_trace
 from ccviz.ui.views import compare_view, download_trace, retention_view, signal_views
+from ccviz.ui.frame import ensure_app_frame
+
+ensure_app_frame()  # a fresh server's first request for a deep link: rerun it through app.py
 
 MAX_COMPARED = 4
 # Validated traces by file contents: switching views never re-parses (refused files are not cached).

@@ -10,6 +10,9 @@ from ccviz.ui.needle_sample import NEEDLE_KEY
 from ccviz.ui.state import run_controls
 from ccviz.ui.views import live_view, retention_view
 from ccviz.worker.tasks import RunTask
+from ccviz.ui.frame import ensure_app_frame
+
+ensure_app_frame()  # a fresh server's first request for a deep link: rerun it through app.py
 
 PAGE = "run"
 
