@@ -93,10 +93,6 @@ class CacheState:
     def __len__(self) -> int:
         return int(self.pos.numel())
 
-    @property
-    def num_candidates(self) -> int:
-        return max(len(self) - self.frozen, 0)
-
     def kv_bytes(self) -> int:
         """Bytes the K/V tensors of every layer hold now."""
         return sum(layer.keys.nbytes + layer.values.nbytes for layer in self.kv.layers if layer.keys is not None)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import re
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -26,6 +25,7 @@ from .choices import SURPRISE_SCORES
 from .engine import CacheSession, RunConfig
 from .errors import CcvizError
 from .models import LoadedModel
+from .phrases import phrase_spans
 from .policies import CounterCausalFast, Policy
 from .scoring import causal_weights_received, counter_causal_weights
 from .trace import Trace
@@ -63,13 +63,11 @@ class Explanation:
 
 def matching_tokens(trace: Trace, query: str, step: int) -> list[int]:
     """Every token (timestep) of the first ``step`` that overlaps an occurrence of ``query`` in the text,
-    case-insensitive: a word split into several tokens ("amoxicillin") is found whole."""
-    pieces = [tok.text for tok in trace.tokens[:step]]
-    ends = np.cumsum([len(p) for p in pieces])
+    case-insensitive (:func:`ccviz.phrases.phrase_spans`): a word split into several tokens ("amoxicillin")
+    is found whole. At most ``MAX_MATCHES``."""
     found: dict[int, None] = {}
-    for match in re.finditer(re.escape(query), "".join(pieces), flags=re.IGNORECASE):  # offsets of the text itself
-        first, last = np.searchsorted(ends, [match.start(), match.end() - 1], side="right")
-        found.update(dict.fromkeys(range(int(first), int(last) + 1)))
+    for first, last in phrase_spans([tok.text for tok in trace.tokens[:step]], query):
+        found.update(dict.fromkeys(range(first, last + 1)))
         if len(found) >= MAX_MATCHES:
             break
     return list(found)[:MAX_MATCHES]

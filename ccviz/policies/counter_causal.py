@@ -9,16 +9,15 @@ import torch
 
 from ..cache import CacheState
 from ..choices import SURPRISE_SCORES, SurpriseScore
-from ..errors import CcvizError
 from ..fields import choice, whole
-from ..scoring import first_layer, surprise_from_cache
+from ..scoring import check_from_layer, check_window, first_layer, surprise_from_cache
 from .base import Policy
 
 
 def smooth_scores(scores: torch.Tensor, window: int) -> torch.Tensor:
     """Average each score with its neighbours (a centred window of ``window`` candidates).
 
-    The review's phrase-level fix: a fact spans several tokens, so a token next to surprising ones is
+    A phrase-level fix: a fact spans several tokens, so a token next to surprising ones is
     worth more. Infinite scores (entries with no future) stay infinite and are left out of their
     neighbours' averages; near the ends the window averages over what exists.
     """
@@ -59,8 +58,7 @@ class _CounterCausalBase(Policy):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.window and self.window <= self.min_gap:
-            raise CcvizError(f"window ({self.window}) must exceed min_gap ({self.min_gap}): otherwise no entry sees any future")
+        check_window(self.min_gap, self.window)
 
     @property
     def from_layer(self) -> int:
@@ -70,8 +68,7 @@ class _CounterCausalBase(Policy):
         return self.recent
 
     def residual_layers(self, num_layers: int) -> tuple[int, ...]:
-        if self.from_layer >= num_layers:
-            raise CcvizError(f"from_layer must be below the model's {num_layers} layers, got {self.from_layer}")
+        check_from_layer(self.from_layer, num_layers)
         first = self.from_layer if self.variant == "full" else num_layers - 1
         return (first,) if first else ()
 
