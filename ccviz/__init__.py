@@ -1,15 +1,17 @@
 """ccviz: an interactive laboratory for KV-cache eviction (counter-causal surprise and its baselines)."""
 
+from .cache import Candidates
 from .engine import CacheSession, GenerationFailed, RunConfig, generate, run_generation
 from .errors import CcvizError
 from .models import LoadedModel, load_model
-from .policies import POLICIES, Policy, make_policy
+from .policies import POLICIES, Policy, make_policy, register_policy
 from .trace import Trace
 from .version import __version__
 
 __all__ = [
     "POLICIES",
     "CacheSession",
+    "Candidates",
     "CcvizError",
     "GenerationFailed",
     "LoadedModel",
@@ -20,5 +22,6 @@ __all__ = [
     "generate",
     "load_model",
     "make_policy",
+    "register_policy",
     "run_generation",
 ]
