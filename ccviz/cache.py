@@ -178,4 +178,5 @@ class Candidates:
         candidates; None when the layer holds every candidate (allocation ``uniform``)."""
         if self.cache.layers is None:
             return None
-        return self.cache.layers.rows[layer][self.cache.frozen :] - self.cache.frozen  # every layer holds the frozen prefix
+        frozen = self.cache.frozen  # every layer holds the frozen prefix: its first rows
+        return self.cache.layers.rows[layer][frozen:] - frozen

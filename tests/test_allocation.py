@@ -1,5 +1,6 @@
-"""Budgets per layer and per KV head (ccviz.engine.allocation, ccviz.engine.survivors): the budgets, the selection rules, a cache
-that really holds different entries per layer, and attention over it against an explicit reference."""
+"""Budgets per layer and per KV head (ccviz.engine.allocation, ccviz.engine.survivors): the budgets, the
+selection rules, a cache that really holds different entries per layer, and attention over it against an
+explicit reference."""
 
 import json
 import math

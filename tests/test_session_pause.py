@@ -40,7 +40,8 @@ def test_pausing_before_every_refresh_changes_no_decision(tiny, policy):
         paused.refresh()
     assert waits == 5 and not paused.refresh_pending
     a, b = plain.trace, paused.trace
-    assert [c.kept for c in a.cycles] == [c.kept for c in b.cycles] and [c.scores for c in a.cycles] == [c.scores for c in b.cycles]
+    assert [c.kept for c in a.cycles] == [c.kept for c in b.cycles]
+    assert [c.scores for c in a.cycles] == [c.scores for c in b.cycles]
     assert paused.cache.pos.tolist() == plain.cache.pos.tolist()
 
 

@@ -50,7 +50,10 @@ def pyramid_budgets(cache_size: int, recent: int, num_layers: int, beta: float) 
     """
     scored = cache_size - recent
     low = scored / beta
-    ramp = torch.linspace(2 * scored - low, low, num_layers, dtype=torch.float64) if num_layers > 1 else torch.tensor([float(scored)], dtype=torch.float64)
+    if num_layers > 1:
+        ramp = torch.linspace(2 * scored - low, low, num_layers, dtype=torch.float64)
+    else:
+        ramp = torch.tensor([float(scored)], dtype=torch.float64)
     budgets = ramp.floor().long()
     remainder = num_layers * scored - int(budgets.sum())
     order = torch.argsort(-(ramp - budgets), stable=True)

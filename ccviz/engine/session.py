@@ -227,7 +227,8 @@ class CacheSession:
         visible = self.visible_candidates()  # computed once: the policy, its companions and the eviction read it
         shared = time.perf_counter() - started
         # Companion signals see the same candidates; they are not timed as part of the policy's refresh.
-        recorded = {scorer.signal: self.per_candidate(self._score(scorer, view), visible).tolist() for scorer in self.companions}
+        recorded = {scorer.signal: self.per_candidate(self._score(scorer, view), visible).tolist()
+                    for scorer in self.companions}
         started = time.perf_counter() - shared
         scores: dict[str, list[float]] = {}
         units = None

@@ -176,5 +176,6 @@ class SurvivorSelector:
         if sum(int(p.sum()) for p in pairs) == int(visible.sum()):
             return
         rows = [pair.any(dim=0).nonzero()[:, 0] for pair in pairs]
-        heads = [torch.cat([pair.new_ones(pair.shape[0], cache.frozen), pair[:, r]], dim=1) for pair, r in zip(pairs, rows)]
+        heads = [torch.cat([pair.new_ones(pair.shape[0], cache.frozen), pair[:, r]], dim=1)
+                 for pair, r in zip(pairs, rows)]
         cache.keep_per_layer([torch.cat([frozen, cache.frozen + r]) for r in rows], heads)

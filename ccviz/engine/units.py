@@ -53,7 +53,8 @@ def token_classes(tokenizer: Any, vocab_size: int) -> TokenClasses:
     if known is not None and known.opens.numel() >= vocab_size:
         return known
     size = min(len(tokenizer), vocab_size)
-    texts = tokenizer.batch_decode([[i] for i in range(size)], skip_special_tokens=False, clean_up_tokenization_spaces=False)
+    texts = tokenizer.batch_decode([[i] for i in range(size)], skip_special_tokens=False,
+                                   clean_up_tokenization_spaces=False)
     special = set(getattr(tokenizer, "all_special_ids", ()))
     rows = [
         (i in special or text[:1].isspace(), i in special or text.endswith("\n"),

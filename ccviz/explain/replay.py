@@ -41,11 +41,13 @@ def descending_rank(values: torch.Tensor, index: int) -> int:
 
 
 def _surprise_policy(policy: Policy) -> Policy:
-    """The counter-causal scorer to explain with: the run's own policy if it is one, else the fast variant's defaults."""
+    """The counter-causal scorer to explain with: the run's own policy if it is one, else the fast variant's
+    defaults."""
     return policy if policy.counter_causal else CounterCausalFast()
 
 
-def _reason(session: CacheSession, score: torch.Tensor, units: torch.Tensor | None, row: int, kept: bool) -> tuple[str, int | None]:
+def _reason(session: CacheSession, score: torch.Tensor, units: torch.Tensor | None, row: int,
+            kept: bool) -> tuple[str, int | None]:
     """The rule that decided, in words, and the rank that went with it (None when no rank decided)."""
     config, policy = session.config, session.policy
     n, J, R = score.numel(), config.cache_size, min(config.recent, config.cache_size)
@@ -64,11 +66,12 @@ def _reason(session: CacheSession, score: torch.Tensor, units: torch.Tensor | No
     unit, first = int(units[row]), first_protected_unit(units, J, R)
     what = config.granularity
     if unit >= first:
-        return f"Its {what} is protected: the last R = {R} entries, extended to whole {what}s, and the last {what} are always kept.", None
+        return (f"Its {what} is protected: the last R = {R} entries, extended to whole {what}s, and the last {what} "
+                "are always kept."), None
     pooled = pool_scores(score, units, config.pool)[:first]
     rank = descending_rank(pooled, unit)
-    return (f"Its {what} (unit {unit}, {config.pool} score {float(pooled[unit]):.4g}) ranked {rank} of the {first} older "
-            f"{what}s; whole {what}s are kept best first while they fit in J: {verdict}."), rank
+    return (f"Its {what} (unit {unit}, {config.pool} score {float(pooled[unit]):.4g}) ranked {rank} of the "
+            f"{first} older {what}s; whole {what}s are kept best first while they fit in J: {verdict}."), rank
 
 
 def _explain_here(session: CacheSession, cycle: Cycle, refresh: int, t: int, text: str) -> Explanation:
@@ -76,10 +79,14 @@ def _explain_here(session: CacheSession, cycle: Cycle, refresh: int, t: int, tex
     lm, view = session.lm, session.candidates()
     candidates = view.pos.tolist()
     if candidates != cycle.candidates:
-        raise CcvizError(f"replaying this trace does not reproduce refresh {refresh} (another model or other settings?)")
+        raise CcvizError(f"replaying this trace does not reproduce refresh {refresh} "
+                         "(another model or other settings?)")
     row = candidates.index(t)
     policy = session.policy
-    score = policy.score_candidates(lm.model, view).to(torch.float32).cpu() if policy.evicts else torch.zeros(len(candidates))
+    if policy.evicts:
+        score = policy.score_candidates(lm.model, view).to(torch.float32).cpu()
+    else:
+        score = torch.zeros(len(candidates))
     units = session.units()
     evicting = policy.evicts and len(candidates) > session.config.cache_size
     kept = not evicting or row in session.survivors(score, units=units).tolist()
@@ -98,7 +105,8 @@ def _explain_here(session: CacheSession, cycle: Cycle, refresh: int, t: int, tex
     last = len(decoder_layers(lm.model)) - 1
     received = causal_weights_received(lm.model, view.keys(last), pos, view.residuals[last], column=row)
     return Explanation(
-        refresh=refresh, position=t, text=text, status="candidate", reason=reason, kept=kept, entries=candidates, row=row,
+        refresh=refresh, position=t, text=text, status="candidate", reason=reason, kept=kept, entries=candidates,
+        row=row,
         signal=policy.signal if policy.evicts else None, score=float(score[row]) if policy.evicts else None, rank=rank,
         surprise={name: float(values[row]) for name, values in surprise.items()},
         surprise_rank={name: descending_rank(values, row) for name, values in surprise.items()},
@@ -128,7 +136,8 @@ def replay_explanation(lm: LoadedModel, config: RunConfig, ids: Sequence[int], p
     as the run did), pause before refresh ``refresh`` and explain token ``position`` there."""
     if config.allocation != "uniform":
         raise CcvizError(f"explain replays the one keep decision all layers share, and this run's allocation "
-                         f"{config.allocation!r} decides per layer: the retention figure's layer view shows what each layer kept")
+                         f"{config.allocation!r} decides per layer: the retention figure's layer view shows what "
+                         "each layer kept")
     # The fast counter-causal scorer watches the replay: it stores H^(L-1), the rows the causal attention
     # each candidate receives is computed from.
     session = CacheSession(lm, config, prompt_length=prompt_length, observers=[CounterCausalFast()])

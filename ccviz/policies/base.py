@@ -36,7 +36,7 @@ class Policy(Validated):
     needs_hidden: ClassVar[bool] = False  # store H^(L-1) next to the cache (see residual_layers for other layers)
     sinks: ClassVar[int] = 0  # leading tokens that are always frozen, whatever ``frozen`` says
     attention: ClassVar[AttentionNeed | None] = None  # real attention weights read in :meth:`observe`
-    default_granularity: ClassVar[Granularity] = "token"  # the unit kept whole when the run does not say (ccviz.engine.units)
+    default_granularity: ClassVar[Granularity] = "token"  # the unit kept whole when the run does not say
     # Scores by counter-causal surprise (score, min_gap, window, stream_inputs: ccviz.explain reads them).
     counter_causal: ClassVar[bool] = False
     # Under a per-layer allocation, scores each layer's and KV head's entries by that head's own attention:
