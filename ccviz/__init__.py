@@ -1,5 +1,6 @@
 """ccviz: an interactive laboratory for KV-cache eviction (counter-causal surprise and its baselines)."""
 
+from .cache import Candidates
 from .engine import CacheSession, GenerationFailed, RunConfig, generate, run_generation
 from .errors import CcvizError
 from .models import LoadedModel, load_model
@@ -10,6 +11,7 @@ from .version import __version__
 __all__ = [
     "POLICIES",
     "CacheSession",
+    "Candidates",
     "CcvizError",
     "GenerationFailed",
     "LoadedModel",

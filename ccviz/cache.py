@@ -3,9 +3,10 @@
 One decision per token: the keys/values of every layer, the token ids, the original positions, the
 stored residual-stream rows (H^(l) for the layers a policy re-runs from) and every per-policy state are
 gathered with the same indices, so they can never drift apart. Under a per-layer allocation
-(:mod:`ccviz.allocation`) the side tables hold the union of what the layers keep, and each layer's
+(:mod:`ccviz.engine.allocation`) the side tables hold the union of what the layers keep, and each layer's
 K/V holds only its own entries (:class:`LayerMembership` says which), so a smaller layer budget frees
-that layer's memory.
+that layer's memory. A policy sees the cache through :class:`Candidates`: the entries a refresh decides
+on, alone.
 """
 
 from __future__ import annotations
@@ -82,6 +83,9 @@ class LayerMembership:
 
 @dataclass
 class CacheState:
+    """Everything one run caches, one row per entry (cache order = ascending original position); the first
+    ``frozen`` entries are the frozen prefix, never scored, never evicted."""
+
     kv: DynamicCache
     frozen: int
     tok: torch.Tensor = field(default_factory=lambda: torch.empty(0, dtype=torch.long))
@@ -92,10 +96,6 @@ class CacheState:
 
     def __len__(self) -> int:
         return int(self.pos.numel())
-
-    @property
-    def num_candidates(self) -> int:
-        return max(len(self) - self.frozen, 0)
 
     def kv_bytes(self) -> int:
         """Bytes the K/V tensors of every layer hold now."""
@@ -136,3 +136,47 @@ class CacheState:
         self.pos = self.pos[indices]
         self.residuals = {layer: rows[indices.to(rows.device)] for layer, rows in self.residuals.items()}
         self.extras = {name: value[indices.to(value.device)] for name, value in self.extras.items()}
+
+
+class Candidates:
+    """What a policy scores at a refresh: the cache's candidates (every entry after the frozen prefix), alone.
+
+    Rows are the n candidates in cache order. ``pos`` long ``[n]`` (original positions), ``tok`` long
+    ``[n]``, ``extras`` (each per-entry side table of ``CacheState.extras``, candidate rows only),
+    ``residuals`` (layer l -> the stored H^(l) rows ``[n, d_model]``, for the layers a policy asked for),
+    :meth:`keys` / :meth:`values` (a layer's cached K/V rows). ``cache``: the whole managed cache, for a
+    policy that reads beyond the candidates (SnapKV pools each candidate with its neighbours, frozen
+    ones included); :meth:`take` cuts a per-entry tensor of it down to the candidates' rows.
+    """
+
+    def __init__(self, cache: CacheState):
+        self.cache = cache
+        frozen = cache.frozen
+        self.pos: torch.Tensor = cache.pos[frozen:]
+        self.tok: torch.Tensor = cache.tok[frozen:]
+        self.extras: dict[str, torch.Tensor] = {name: value[frozen:] for name, value in cache.extras.items()}
+        self.residuals: dict[int, torch.Tensor] = {layer: rows[frozen:] for layer, rows in cache.residuals.items()}
+
+    def __len__(self) -> int:
+        return int(self.pos.numel())
+
+    def take(self, table: torch.Tensor) -> torch.Tensor:
+        """The candidates' rows (dim 0) of a tensor with one row per cache entry."""
+        return table[self.cache.frozen :]
+
+    def keys(self, layer: int) -> torch.Tensor:
+        """Layer ``layer``'s cached keys of the candidates, ``[batch, kv_heads, n_l, head_dim]``: n_l = n unless
+        the layer holds only some candidates (a per-layer allocation; :meth:`held` says which)."""
+        return self.cache.kv.layers[layer].keys[:, :, self.cache.frozen :]
+
+    def values(self, layer: int) -> torch.Tensor:
+        """Layer ``layer``'s cached values of the candidates, as :meth:`keys`."""
+        return self.cache.kv.layers[layer].values[:, :, self.cache.frozen :]
+
+    def held(self, layer: int) -> torch.Tensor | None:
+        """Which candidates layer ``layer``'s K/V rows are, long ``[n_l]`` ascending indices into the
+        candidates; None when the layer holds every candidate (allocation ``uniform``)."""
+        if self.cache.layers is None:
+            return None
+        frozen = self.cache.frozen  # every layer holds the frozen prefix: its first rows
+        return self.cache.layers.rows[layer][frozen:] - frozen

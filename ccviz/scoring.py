@@ -36,8 +36,19 @@ def check_options(variant: Variant, score: SurpriseScore, min_gap: int, from_lay
     check_whole("window", window, 0)
     if from_layer and variant != "full":
         raise CcvizError(f"from_layer is an option of variant 'full' (the {variant!r} variant starts at the last layer)")
+    check_window(min_gap, window)
+
+
+def check_window(min_gap: int, window: int) -> None:
+    """Refuse a window that shows no entry any future: W > 0 must exceed ``min_gap``."""
     if window and window <= min_gap:
         raise CcvizError(f"window ({window}) must exceed min_gap ({min_gap}): otherwise no entry sees any future")
+
+
+def check_from_layer(from_layer: int, num_layers: int) -> None:
+    """Refuse a layer split the model does not have: the stream must start at one of its layers."""
+    if from_layer >= num_layers:
+        raise CcvizError(f"from_layer must be below the model's {num_layers} layers, got {from_layer}")
 
 
 def first_layer(model: torch.nn.Module, variant: Variant, from_layer: int = 0) -> int:
@@ -47,8 +58,7 @@ def first_layer(model: torch.nn.Module, variant: Variant, from_layer: int = 0) -
     last MLP under ``fast``); the stream enters it as the stored H^(first) (embeddings when 0).
     """
     layers = len(decoder_layers(model))
-    if from_layer >= layers:
-        raise CcvizError(f"from_layer must be below the model's {layers} layers, got {from_layer}")
+    check_from_layer(from_layer, layers)
     return from_layer if variant == "full" else layers - 1
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ccviz.cache import CacheState
+from ccviz.cache import Candidates
 from ccviz.policies import register_policy
 from ccviz.policies.sliding import Sliding
 
@@ -22,8 +22,8 @@ class BreaksAtRefresh(Sliding):
     summary = "test only: a sliding window that raises at refresh number fail_at (0: never)"
     fail_at: int = 0
 
-    def score_candidates(self, model: torch.nn.Module, state: CacheState) -> torch.Tensor:
+    def score_candidates(self, model: torch.nn.Module, candidates: Candidates) -> torch.Tensor:
         self.calls = getattr(self, "calls", 0) + 1
         if self.calls == self.fail_at:
             raise RuntimeError("injected failure")
-        return super().score_candidates(model, state)
+        return super().score_candidates(model, candidates)

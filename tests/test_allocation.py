@@ -1,5 +1,6 @@
-"""Budgets per layer and per KV head (ccviz.allocation): the budgets, the selection rules, a cache
-that really holds different entries per layer, and attention over it against an explicit reference."""
+"""Budgets per layer and per KV head (ccviz.engine.allocation, ccviz.engine.survivors): the budgets, the
+selection rules, a cache that really holds different entries per layer, and attention over it against an
+explicit reference."""
 
 import json
 import math
@@ -9,10 +10,10 @@ import pytest
 import torch
 
 from ccviz import CcvizError, RunConfig, Trace, generate
-from ccviz.allocation import adaptive_keep, pyramid_budgets, pyramid_keep
 from ccviz.engine import CacheSession
+from ccviz.engine.allocation import pyramid_budgets
+from ccviz.engine.survivors import adaptive_keep, pyramid_keep, select_survivors
 from ccviz.models.tiny import build_tiny_model
-from ccviz.policies import select_survivors
 from ccviz.scoring import causal_pass, surprise_from_cache
 from test_scoring import _mlp, _rms, _rope, reference_scores
 
@@ -124,7 +125,7 @@ def test_pyramid_layer_lengths_match_the_budgets_at_every_refresh(deep):
 
     session = CacheSession(deep, RunConfig.of(**config).resolved(), on_refresh=check)
     session.feed(ids, all_logits=True)
-    budgets = session.budgets
+    budgets = session.selector.budgets
     uniform, _ = _feed(deep, {**config, "allocation": "uniform"}, ids)
     assert len(seen) == len(ids) // 6 and budgets == pyramid_budgets(24, 0, 4, 4) and budgets[0] > budgets[-1]
     for step, lengths in seen:  # a layer under its budget has evicted nothing yet
@@ -195,13 +196,15 @@ def test_adaptive_run_keeps_exactly_the_top_pairs_of_its_scores(deep):
     config = RunConfig.of(**_pyramid_config("tova", recent=2) | {"allocation": "adaptive"}).resolved()
     before = []
 
-    def record(session):
-        state = session.cache
-        before.append((session.policy.score_candidates(session.lm.model, state).clone(),
-                       state.layers.visible(len(state))[:, :, state.frozen :].clone(), state.pos[state.frozen :].tolist()))
-
-    session = CacheSession(deep, config, before_refresh=record)
-    session.feed(ids)
+    session = CacheSession(deep, config)
+    for start in range(0, len(ids), 6):  # pause before each refresh, to record what it decides on
+        session.feed(ids[start : start + 6], refresh=False)
+        if session.refresh_pending:
+            candidates = session.candidates()
+            before.append((session.policy.score_candidates(session.lm.model, candidates).clone(),
+                           session.visible_candidates().clone(), candidates.pos.tolist()))
+    session.refresh()
+    assert len(before) == len(session.trace.cycles) == len(ids) // 6
     for cycle, (score, visible, candidates) in zip(session.trace.cycles, before):
         expected = _slow_adaptive(score, visible, 24, 2)
         for layer in range(4):

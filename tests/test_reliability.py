@@ -106,11 +106,11 @@ class _BreaksAt(Sliding):
     def __init__(self, fail_at: int):
         self.fail_at, self.calls = fail_at, 0
 
-    def score_candidates(self, model, state):
+    def score_candidates(self, model, candidates):
         self.calls += 1
         if self.calls == self.fail_at:
             raise RuntimeError("injected failure")
-        return super().score_candidates(model, state)
+        return super().score_candidates(model, candidates)
 
 
 @pytest.mark.parametrize("phase", ["prefill", "decode"])

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from ccviz import CcvizError, generate
-from ccviz.policies import POLICIES, select_survivors
+from ccviz.engine.survivors import select_survivors
+from ccviz.policies import POLICIES
 from ccviz.policies.counter_causal import smooth_scores
 from ccviz.scoring import causal_pass, counter_causal_surprise, surprise_from_cache
 

@@ -5,7 +5,8 @@ import torch
 
 from ccviz import generate
 from ccviz.bench.data.documents import make_case
-from ccviz.units import group_units, pool_scores, select_units, token_classes
+from ccviz.engine.survivors import select_units
+from ccviz.engine.units import group_units, pool_scores, token_classes
 
 
 def _units(lm, text, granularity):

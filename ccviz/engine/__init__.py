@@ -2,6 +2,9 @@
 
 - :mod:`.config`: :class:`RunConfig`, every setting of a run, validated and serialised once;
 - :mod:`.session`: :class:`CacheSession`, the managed cache driven step by step (feed, refresh);
+- :mod:`.survivors`: who survives a refresh, every keep rule in one place (the rank cut, whole units,
+  each layer's and KV head's own under a per-layer allocation);
+- :mod:`.units`, :mod:`.allocation`: what a unit (word, sentence) is, and the budget per layer;
 - :mod:`.recorder`: the trace of a session, loadable at every moment;
 - :mod:`.sampling`: greedy or seeded sampling;
 - :mod:`.loop`: :func:`generate`, a prefill-then-decode loop over a session.

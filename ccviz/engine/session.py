@@ -3,33 +3,34 @@
 Feed it token ids and it returns their logits; after every h processed tokens it refreshes the
 cache: the frozen prefix plus the J best-scored candidates survive (the last ``recent`` always among
 them), one decision for all layers and heads (docs/method.md#the-refresh), or under a per-layer
-``allocation`` one per layer (and KV head), each layer's K/V then holding only its own entries
-(:mod:`ccviz.allocation`). Positions are the
-original absolute positions, passed explicitly forever, so evicting entries never renumbers
-anything. :func:`ccviz.generate` is a loop over a session; teacher-forced perplexity, the efficiency
-measures and the benchmark probes drive one directly.
+``allocation`` one per layer (and KV head), each layer's K/V then holding only its own entries. Who
+survives is decided in :mod:`.survivors`; the policy only scores the candidates (a
+:class:`~ccviz.cache.Candidates` view). Positions are the original absolute positions, passed
+explicitly forever, so evicting entries never renumbers anything. :func:`ccviz.generate` is a loop
+over a session; teacher-forced perplexity, the efficiency measures, the benchmark probes and
+:func:`ccviz.explain.explain_token` (which pauses before a refresh) drive one directly.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Callable, Iterable, Sequence
+from typing import Sequence
 
 import torch
 
-from ..allocation import adaptive_keep, pyramid_budgets, pyramid_keep
-from ..cache import CacheState, LayerMembership
+from ..cache import CacheState, Candidates, LayerMembership
 from ..capture import CAPTURE_KWARG, Capture, captures_attention, decoder_layers, install_hooks
 from ..choices import PHASES, Phase
 from ..errors import CcvizError
 from ..models import LoadedModel
-from ..policies import Policy, select_survivors
+from ..policies import Policy
 from ..policies.companions import companions
 from ..trace import Trace
-from ..units import group_units, pool_scores, select_units, token_classes
+from .callbacks import RefreshCallback
 from .config import RunConfig
 from .recorder import TraceRecorder
-from .callbacks import RefreshCallback
+from .survivors import SurvivorSelector
+from .units import pool_scores
 
 
 class CacheSession:
@@ -41,20 +42,22 @@ class CacheSession:
     config still names it. ``on_refresh`` is called with the live trace after every refresh (see
     :data:`RefreshCallback`). ``prompt_length``: the prompt's length in tokens when known before it
     is fed, for the trace config's ``prompt_tokens`` (default: the prefill tokens fed so far).
-    ``before_refresh(session)`` is called as each refresh starts, with every candidate still cached
-    (:mod:`ccviz.explain` inspects a decision there); ``residual_layers``: rows of the residual stream
-    to store beyond what the policy reads (H^(l) entering each layer l given).
+    ``observers``: more policies to serve beside the run's own: each watches every forward pass (its
+    ``observe`` runs, its attention and residual rows are captured) but never evicts, and nothing of
+    it is recorded; score one yourself while a refresh is pending (``feed(..., refresh=False)``), as
+    :func:`ccviz.explain.explain_token` does. (Per-entry state is shared in ``cache.extras``, so an
+    observer must not be a second instance of a stateful policy already watching.)
     """
 
     def __init__(self, lm: LoadedModel, config: RunConfig, *, policy: Policy | None = None,
                  on_refresh: RefreshCallback | None = None, prompt_length: int | None = None,
-                 before_refresh: Callable[["CacheSession"], None] | None = None, residual_layers: Iterable[int] = ()):
+                 observers: Sequence[Policy] = ()):
         self.lm = lm
         self.policy: Policy = policy if policy is not None else config.build_policy()
         if policy is not None and policy.name != config.policy:
             raise CcvizError(f"the policy instance is {policy.name!r} but the config names {config.policy!r}")
         self.config = config.resolved(self.policy, prompt_tokens=prompt_length)  # sinks bounded by the prompt, as in prepare
-        self.on_refresh, self.before_refresh = on_refresh, before_refresh
+        self.on_refresh = on_refresh
         from transformers import DynamicCache
 
         self.cache = CacheState(kv=DynamicCache(), frozen=self.config.frozen)
@@ -67,17 +70,17 @@ class CacheSession:
             self.cache.layers = LayerMembership.empty(num_layers, kv_heads if allocation == "adaptive" else None)
         # Per-layer scores from each layer's (and KV head's) own attention, for the policies that have them.
         self.per_head = allocation != "uniform" and self.policy.head_scores
-        self.budgets = (pyramid_budgets(self.config.cache_size, self.config.recent, num_layers, self.config.pyramid_beta)
-                        if allocation == "pyramid" else None)
         self.processed = 0  # tokens fed so far = the position of the next one
+        self.refresh_pending = False  # a refresh fell due and waits for refresh() (feed(..., refresh=False))
         self.vocab_size = int(lm.model.get_input_embeddings().num_embeddings)
+        self.selector = SurvivorSelector(self.config, lm.tokenizer, self.vocab_size, num_layers)
         self.phase: Phase = "prefill"
         self.recorder = TraceRecorder(lm.tokenizer, lm.name, self.config.to_dict(), prompt_length)
         # The policy and its companions all watch every forward pass; one capture serves them all.
         scorers = companions(self.policy, self.config.chunk_size) if self.config.record == "all" else []
         self.companions: list[Policy] = scorers
-        self.observers = [self.policy, *scorers]
-        self.residual_layers = sorted({layer for p in self.observers for layer in p.residual_layers(num_layers)} | set(residual_layers))
+        self.observers = [self.policy, *scorers, *observers]
+        self.residual_layers = sorted({layer for p in self.observers for layer in p.residual_layers(num_layers)})
         self.attention_needs = [p.attention for p in self.observers if p.attention is not None]
         install_hooks(lm.model)
         if self.attention_needs and not captures_attention(lm.model):
@@ -97,13 +100,17 @@ class CacheSession:
         h = self.config.chunk_size
         return min(h - self.processed % h, self.config.prefill_step)
 
-    def feed(self, token_ids: Sequence[int], *, phase: Phase = "prefill", all_logits: bool = False) -> torch.Tensor:
+    def feed(self, token_ids: Sequence[int], *, phase: Phase = "prefill", all_logits: bool = False,
+             refresh: bool = True) -> torch.Tensor:
         """Process ``token_ids`` and return float32 logits: the last position's ``[vocab]``, or with
         ``all_logits`` every position's ``[len(token_ids), vocab]`` (teacher forcing).
 
         Forward passes end on multiples of h (never straddling a refresh) and take at most the prefill
         step; a refresh runs after each pass that ends on a multiple of h. ``phase`` labels the time
-        and the tokens: prefill tokens are the prompt, decode tokens were generated.
+        and the tokens: prefill tokens are the prompt, decode tokens were generated. ``refresh=False``
+        pauses before a refresh that falls due after the last of these tokens: the cache still holds
+        every candidate of it (``refresh_pending``) until :meth:`refresh` runs it, as the next feed
+        does first, so pausing never changes a decision.
         """
         ids = list(token_ids)
         if not ids:
@@ -121,6 +128,8 @@ class CacheSession:
         limit = self.lm.max_positions
         if self.processed + len(ids) > limit:
             raise CcvizError(f"{self.processed + len(ids)} tokens exceed the model's context of {limit} positions")
+        if self.refresh_pending:
+            self.refresh()
         self.phase = phase
         outputs, start = [], 0
         while start < len(ids):
@@ -128,7 +137,10 @@ class CacheSession:
             outputs.append(self._forward(ids[start:end], tokens[start:end], all_logits))
             start = end
             if self.processed % self.config.chunk_size == 0:
-                self.refresh()
+                if refresh or start < len(ids):
+                    self.refresh()
+                else:
+                    self.refresh_pending = True
         return torch.cat(outputs) if all_logits else outputs[-1]
 
     @torch.inference_mode()
@@ -160,11 +172,16 @@ class CacheSession:
             self.recorder.timed(self.phase, time.perf_counter() - started)
         return out.logits[0].float() if all_logits else out.logits[0, -1].float()
 
-    def _score(self, scorer: Policy, candidates: torch.Tensor) -> torch.Tensor:
-        score = scorer.score_candidates(self.lm.model, self.cache).to(torch.float32).cpu()
-        per_channel = self.per_head and scorer.head_scores and score.dim() == 3 and score.shape[0] == candidates.numel()
-        if score.shape != candidates.shape and not per_channel:
-            raise RuntimeError(f"policy {scorer.name!r} returned {tuple(score.shape)} scores for {candidates.numel()} candidates")
+    def candidates(self) -> Candidates:
+        """The candidates of the refresh to come, as a policy scores them."""
+        return Candidates(self.cache)
+
+    def _score(self, scorer: Policy, candidates: Candidates) -> torch.Tensor:
+        score = scorer.score_candidates(self.lm.model, candidates).to(torch.float32).cpu()
+        n = len(candidates)
+        per_channel = self.per_head and scorer.head_scores and score.dim() == 3 and score.shape[0] == n
+        if score.shape != (n,) and not per_channel:
+            raise RuntimeError(f"policy {scorer.name!r} returned {tuple(score.shape)} scores for {n} candidates")
         if torch.isnan(score).any():
             raise RuntimeError(f"policy {scorer.name!r} returned NaN scores")
         return score
@@ -187,75 +204,46 @@ class CacheSession:
 
     def units(self) -> torch.Tensor | None:
         """The unit number of every candidate (long ``[candidates]``), or None at token granularity."""
-        if self.config.granularity == "token":
-            return None
-        classes = token_classes(self.lm.tokenizer, self.vocab_size)
-        return group_units(self.cache.tok[self.cache.frozen :], classes, self.config.granularity)
+        return self.selector.units(self.cache.tok[self.cache.frozen :])
 
     def survivors(self, score: torch.Tensor, cache_size: int | None = None, recent: int | None = None,
                   units: torch.Tensor | None = None) -> torch.Tensor:
-        """Indices (into the candidates, ascending) that a refresh keeps given the candidates' ``score``:
-        the best J (the last ``recent`` among them), whole units at word or sentence granularity.
-        ``cache_size`` / ``recent`` default to the run's; ``units`` to :meth:`units`."""
-        cache_size = self.config.cache_size if cache_size is None else cache_size
-        recent = self.config.recent if recent is None else recent
-        units = self.units() if units is None else units
-        if units is None:
-            return select_survivors(score, cache_size, recent)
-        return select_units(score, units, cache_size, recent, self.config.pool)
+        """Indices (into the candidates, ascending) that one decision for every layer keeps given the
+        candidates' ``score`` (:meth:`SurvivorSelector.survivors`); ``cache_size`` / ``recent`` default
+        to the run's, ``units`` to :meth:`units`."""
+        return self.selector.survivors(score, self.units() if units is None else units, cache_size, recent)
 
     @torch.inference_mode()
     def refresh(self) -> None:
-        """Score the candidates (everything after the frozen prefix) and keep the frozen prefix plus the J
-        best, the last ``recent`` always among them (whole words or sentences under ``granularity``); one
-        gather evicts the rest from every layer and side table."""
-        if self.before_refresh is not None:
-            self.before_refresh(self)
+        """Score the candidates (everything after the frozen prefix) and keep the frozen prefix plus what
+        :mod:`.survivors` decides (the J best, the last ``recent`` always among them; whole words or
+        sentences under ``granularity``; per layer under ``allocation``); one gather evicts the rest from
+        every layer and side table."""
+        self.refresh_pending = False
         cache, policy, config = self.cache, self.policy, self.config
-        candidates = cache.pos[cache.frozen :]
+        view = self.candidates()
+        candidates = view.pos
         started = time.perf_counter()
         visible = self.visible_candidates()  # computed once: the policy, its companions and the eviction read it
         shared = time.perf_counter() - started
         # Companion signals see the same candidates; they are not timed as part of the policy's refresh.
-        recorded = {scorer.signal: self.per_candidate(self._score(scorer, candidates), visible).tolist() for scorer in self.companions}
+        recorded = {scorer.signal: self.per_candidate(self._score(scorer, view), visible).tolist()
+                    for scorer in self.companions}
         started = time.perf_counter() - shared
         scores: dict[str, list[float]] = {}
         units = None
         if policy.evicts:
-            score = self._score(policy, candidates)
+            score = self._score(policy, view)
             scores[policy.signal] = self.per_candidate(score, visible).tolist()
-            units = self.units()
+            units = self.selector.units(view.tok)
             if units is not None:  # what ranked each candidate: its unit's pooled score
                 scores[f"{policy.signal}:{config.granularity}"] = pool_scores(score, units, config.pool)[units].tolist()
-            if visible is not None:
-                self._keep_per_layer(score, visible)
-            elif candidates.numel() > config.cache_size:
-                survivors = self.survivors(score, units=units)
-                cache.keep(torch.cat([torch.arange(cache.frozen), cache.frozen + survivors]))
+            self.selector.keep(cache, score, units, visible)
         seconds = time.perf_counter() - started
         trace = self.recorder.refreshed(self.phase, candidates.tolist(), cache.pos.tolist(), {**scores, **recorded}, seconds,
                                         None if units is None else units.tolist(), cache.layers)
         if self.on_refresh is not None:
             self.on_refresh(trace)
-
-    def _keep_per_layer(self, score: torch.Tensor, visible: torch.Tensor) -> None:
-        """Each layer keeps its own entries (and each KV head its own under ``adaptive``): the frozen prefix
-        and what :mod:`ccviz.allocation` chooses among the candidates it sees (``visible``, bool
-        ``[layers, kv_heads, candidates]``); one gather per layer."""
-        cache, config = self.cache, self.config
-        frozen = torch.arange(cache.frozen)
-        if config.allocation == "pyramid":  # one head set per layer: what the layer holds
-            held = visible[:, 0]
-            kept = pyramid_keep(score, held, self.budgets, config.recent)
-            if sum(k.numel() for k in kept) < int(held.sum()):
-                cache.keep_per_layer([torch.cat([frozen, cache.frozen + k]) for k in kept])
-            return
-        pairs = adaptive_keep(score, visible, config.cache_size, config.recent)
-        if sum(int(p.sum()) for p in pairs) == int(visible.sum()):
-            return
-        rows = [pair.any(dim=0).nonzero()[:, 0] for pair in pairs]
-        heads = [torch.cat([pair.new_ones(pair.shape[0], cache.frozen), pair[:, r]], dim=1) for pair, r in zip(pairs, rows)]
-        cache.keep_per_layer([torch.cat([frozen, cache.frozen + r]) for r in rows], heads)
 
     def finish(self, stop_reason: str, *, pending: Sequence[int] = (), error: str | None = None) -> Trace:
         """The final trace; ``pending`` are generated tokens never fed (a run's last pick)."""

@@ -8,6 +8,7 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from ..phrases import phrase_spans
 from ..trace import Trace
 from .data import plot_label, survived
 
@@ -60,24 +61,18 @@ class PhraseSurvival:
 
 
 def phrase_survival(trace: Trace, phrase: str) -> PhraseSurvival:
-    """Find ``phrase`` (case-insensitive) in the prompt's text and check which of its tokens survived."""
+    """Find ``phrase`` (case-insensitive, :func:`ccviz.phrases.phrase_spans`) in the prompt's text and check
+    which of its tokens survived."""
     prompt = [tok for tok in trace.tokens if tok.source == "prompt"]
-    lowered = [tok.text.lower() for tok in prompt]  # lower() may change a piece's length: measure after it
-    starts = np.cumsum([0] + [len(text) for text in lowered])
-    text = "".join(lowered)
-    needle = phrase.strip().lower()
     alive = survived(trace)
     best: tuple[list[int], list[int]] = ([], [])
-    count, at = 0, text.find(needle) if needle else -1
-    while at >= 0:
+    count = 0
+    for first, last in phrase_spans([tok.text for tok in prompt], phrase.strip()):
         count += 1
-        first = int(np.searchsorted(starts, at, side="right")) - 1
-        last = int(np.searchsorted(starts, at + len(needle), side="left")) - 1
         span = [prompt[i].t for i in range(first, last + 1)]
         kept = [t for t in span if alive[t]]
         if not best[0] or len(kept) / len(span) > len(best[1]) / len(best[0]):
             best = (span, kept)
-        at = text.find(needle, at + 1)
     return PhraseSurvival(phrase=phrase.strip(), occurrences=count, tokens=best[0], kept=best[1])
 
 

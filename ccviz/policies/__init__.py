@@ -11,7 +11,7 @@ from dataclasses import fields
 from typing import Any
 
 from ..errors import CcvizError
-from .base import Policy, select_survivors
+from .base import Policy
 from .counter_causal import CounterCausal, CounterCausalFast
 from .full import Full
 from .h2o import H2O
@@ -76,4 +76,4 @@ def make_policy(name: str | type[Policy], **options: Any) -> Policy:
         raise CcvizError(f"bad option for policy {name!r}: {err}") from None
 
 
-__all__ = ["POLICIES", "Policy", "make_policy", "register_policy", "select_survivors"]
+__all__ = ["POLICIES", "Policy", "make_policy", "register_policy"]

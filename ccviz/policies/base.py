@@ -1,7 +1,8 @@
 """The policy interface: one score per candidate, higher = keep.
 
 The engine owns everything else (which entries are candidates, the frozen prefix, the recent window,
-top-k and gathering), so a policy is a small dataclass with one scoring method, as in kvpress.
+top-k and gathering: :mod:`ccviz.engine.survivors`), so a policy is a small dataclass with one scoring
+method, as in kvpress, that receives the candidates alone (:class:`~ccviz.cache.Candidates`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from ..cache import CacheState
+from ..cache import CacheState, Candidates
 from ..capture import AttentionNeed, Capture
 from ..choices import Granularity
 from ..fields import Validated
@@ -35,10 +36,11 @@ class Policy(Validated):
     needs_hidden: ClassVar[bool] = False  # store H^(L-1) next to the cache (see residual_layers for other layers)
     sinks: ClassVar[int] = 0  # leading tokens that are always frozen, whatever ``frozen`` says
     attention: ClassVar[AttentionNeed | None] = None  # real attention weights read in :meth:`observe`
-    default_granularity: ClassVar[Granularity] = "token"  # the unit kept whole when the run does not say (ccviz.units)
-    counter_causal: ClassVar[bool] = False  # scores by counter-causal surprise (score, min_gap, window, stream_inputs: ccviz.explain reads them)
+    default_granularity: ClassVar[Granularity] = "token"  # the unit kept whole when the run does not say
+    # Scores by counter-causal surprise (score, min_gap, window, stream_inputs: ccviz.explain reads them).
+    counter_causal: ClassVar[bool] = False
     # Under a per-layer allocation, scores each layer's and KV head's entries by that head's own attention:
-    # score_candidates then returns [candidates, layers, kv_heads] (ccviz.allocation); allocation "adaptive" needs it.
+    # score_candidates then returns [candidates, layers, kv_heads] (ccviz.engine.survivors); "adaptive" needs it.
     head_scores: ClassVar[bool] = False
 
     def default_recent(self, cache_size: int) -> int:
@@ -47,7 +49,7 @@ class Policy(Validated):
 
     def residual_layers(self, num_layers: int) -> tuple[int, ...]:
         """Layers l whose input rows H^(l) the engine stores next to the cache for this policy (in
-        ``state.residuals``): the last one when ``needs_hidden``. May raise CcvizError for an option
+        ``Candidates.residuals``): the last one when ``needs_hidden``. May raise CcvizError for an option
         the model cannot serve; the session asks before any work."""
         return (num_layers - 1,) if self.needs_hidden else ()
 
@@ -58,28 +60,12 @@ class Policy(Validated):
         entry, so every refresh gathers it with the same indices as the cache.
         """
 
-    def score_candidates(self, model: torch.nn.Module, state: CacheState) -> torch.Tensor:
-        """Return one float32 score per candidate (cache entries after the frozen prefix): ``[candidates]``,
-        or ``[candidates, layers, kv_heads]`` from a ``head_scores`` policy whose captures are ``per_head``."""
+    def score_candidates(self, model: torch.nn.Module, candidates: Candidates) -> torch.Tensor:
+        """Return one float32 score per candidate (the cache entries after the frozen prefix, which is all
+        ``candidates`` shows): ``[len(candidates)]``, or ``[len(candidates), layers, kv_heads]`` from a
+        ``head_scores`` policy whose captures are ``per_head``."""
         raise NotImplementedError
 
     def options(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
-
-def select_survivors(scores: torch.Tensor, cache_size: int, recent: int) -> torch.Tensor:
-    """Indices (into the candidates, ascending) of the entries that survive a refresh.
-
-    The last ``recent`` candidates always survive; the other ``cache_size - recent`` places go to the
-    best scores. Ties go to the more recent entry, so results never depend on sort internals.
-    """
-    n = scores.numel()
-    if n <= cache_size:
-        return torch.arange(n)
-    recent = min(recent, cache_size)
-    head = n - recent
-    # Stable sort of the reversed head: among equal scores the later position comes first.
-    order = torch.argsort(scores[:head].flip(0), descending=True, stable=True)
-    chosen = head - 1 - order[: cache_size - recent]
-    survivors = torch.cat([chosen, torch.arange(head, n)])
-    return torch.sort(survivors).values

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..cache import CacheState
+from ..cache import CacheState, Candidates
 from ..capture import AttentionNeed, Capture
 from . import POLICIES
 from .base import Policy
@@ -42,8 +42,8 @@ class ChunkAttention(Policy):
         previous = torch.zeros_like(received) if first % self.chunk_size == 0 else grown(state, self.signal, received)
         state.extras[self.signal] = previous + received
 
-    def score_candidates(self, model: torch.nn.Module, state: CacheState) -> torch.Tensor:
-        return state.extras[self.signal][state.frozen :]
+    def score_candidates(self, model: torch.nn.Module, candidates: Candidates) -> torch.Tensor:
+        return candidates.extras[self.signal]
 
 
 def companions(policy: Policy, chunk_size: int) -> list[Policy]:

@@ -7,18 +7,18 @@ from typing import ClassVar
 
 import torch
 
-from ..cache import CacheState
+from ..cache import Candidates
+from ..capture import decoder_layers
 from ..choices import SURPRISE_SCORES, SurpriseScore
-from ..errors import CcvizError
 from ..fields import choice, whole
-from ..scoring import first_layer, surprise_from_cache
+from ..scoring import check_from_layer, check_window, first_layer, surprise_from_cache
 from .base import Policy
 
 
 def smooth_scores(scores: torch.Tensor, window: int) -> torch.Tensor:
     """Average each score with its neighbours (a centred window of ``window`` candidates).
 
-    The review's phrase-level fix: a fact spans several tokens, so a token next to surprising ones is
+    A phrase-level fix: a fact spans several tokens, so a token next to surprising ones is
     worth more. Infinite scores (entries with no future) stay infinite and are left out of their
     neighbours' averages; near the ends the window averages over what exists.
     """
@@ -59,8 +59,7 @@ class _CounterCausalBase(Policy):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.window and self.window <= self.min_gap:
-            raise CcvizError(f"window ({self.window}) must exceed min_gap ({self.min_gap}): otherwise no entry sees any future")
+        check_window(self.min_gap, self.window)
 
     @property
     def from_layer(self) -> int:
@@ -70,30 +69,30 @@ class _CounterCausalBase(Policy):
         return self.recent
 
     def residual_layers(self, num_layers: int) -> tuple[int, ...]:
-        if self.from_layer >= num_layers:
-            raise CcvizError(f"from_layer must be below the model's {num_layers} layers, got {self.from_layer}")
+        check_from_layer(self.from_layer, num_layers)
         first = self.from_layer if self.variant == "full" else num_layers - 1
         return (first,) if first else ()
 
-    def stream_inputs(self, model: torch.nn.Module, state: CacheState) -> tuple[list, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    def stream_inputs(self, model: torch.nn.Module,
+                      candidates: Candidates) -> tuple[list, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """``(kv, tok, pos, hidden)`` of the candidates, as :func:`ccviz.scoring.surprise_from_cache` takes them.
 
-        Frozen entries precede every candidate, so no candidate could see them: the tail only. Only
-        the layers the stream re-runs are read (and sliced); the others are None. A layer holding only
-        some entries (a per-layer allocation) brings the candidates its rows are, as a third element.
+        Frozen entries precede every candidate, so no candidate could see them: the candidates alone
+        are the stream. Only the layers the stream re-runs are read; the others are None. A layer
+        holding only some candidates (a per-layer allocation) brings which ones, as a third element.
         """
-        f, layers = state.frozen, state.kv.layers
         first = first_layer(model, self.variant, self.from_layer)
-        kv = [None] * first + [(layer.keys[:, :, f:], layer.values[:, :, f:]) for layer in layers[first:]]
-        if state.layers is not None:  # every layer holds the frozen prefix: its first f rows
-            kv[first:] = [(*pair, rows[f:] - f) for pair, rows in zip(kv[first:], state.layers.rows[first:])]
+        kv: list = [None] * first
+        for layer in range(first, len(decoder_layers(model))):
+            held = candidates.held(layer)
+            kv.append((candidates.keys(layer), candidates.values(layer), *(() if held is None else (held,))))
         device = kv[-1][0].device
-        hidden = state.residuals[first][f:] if first else None
-        return kv, state.tok[f:].to(device), state.pos[f:].to(device), hidden
+        hidden = candidates.residuals[first] if first else None
+        return kv, candidates.tok.to(device), candidates.pos.to(device), hidden
 
-    def score_candidates(self, model: torch.nn.Module, state: CacheState) -> torch.Tensor:
+    def score_candidates(self, model: torch.nn.Module, candidates: Candidates) -> torch.Tensor:
         surprise = surprise_from_cache(
-            model, *self.stream_inputs(model, state), variant=self.variant,
+            model, *self.stream_inputs(model, candidates), variant=self.variant,
             score=self.score, min_gap=self.min_gap, from_layer=self.from_layer, window=self.window,
         )
         return smooth_scores(surprise, self.smooth)

@@ -2,7 +2,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..cache import CacheState
+from ..cache import CacheState, Candidates
 from ..capture import AttentionNeed, Capture
 from ..fields import flag
 from .base import Policy
@@ -44,8 +44,8 @@ class H2O(Policy):
         state.extras[self.signal] = grown(state, self.signal, received, *channels) + received
         state.extras[_SEEN] = grown(state, _SEEN, received, *channels) + seen
 
-    def score_candidates(self, model: torch.nn.Module, state: CacheState) -> torch.Tensor:
-        accumulated = state.extras[self.signal][state.frozen :]
+    def score_candidates(self, model: torch.nn.Module, candidates: Candidates) -> torch.Tensor:
+        accumulated = candidates.extras[self.signal]
         if self.normalize:
-            return accumulated / state.extras[_SEEN][state.frozen :]
+            return accumulated / candidates.extras[_SEEN]
         return accumulated

@@ -2,7 +2,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..cache import CacheState
+from ..cache import Candidates
 from .base import Policy
 
 
@@ -19,8 +19,8 @@ class ImportanceKeyProxy(Policy):
     summary = "reference code's importance proxy: last-layer key-to-key similarity with the newest key"
     signal = "key_similarity"
 
-    def score_candidates(self, model: torch.nn.Module, state: CacheState) -> torch.Tensor:
-        keys = state.kv.layers[-1].keys[0, :, state.frozen :].float()  # [kv_heads, candidates, d]
+    def score_candidates(self, model: torch.nn.Module, candidates: Candidates) -> torch.Tensor:
+        keys = candidates.keys(-1)[0].float()  # [kv_heads, candidates, d]
         if keys.shape[1] == 0:
             return keys.new_zeros(0)
         keys = keys / keys.abs().max().clamp(min=1e-6)

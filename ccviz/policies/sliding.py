@@ -2,7 +2,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..cache import CacheState
+from ..cache import Candidates
 from .base import Policy
 
 
@@ -14,5 +14,5 @@ class Sliding(Policy):
     summary = "sliding window: keeps the most recent J tokens"
     signal = "recency"
 
-    def score_candidates(self, model: torch.nn.Module, state: CacheState) -> torch.Tensor:
-        return state.pos[state.frozen :].to(torch.float32)
+    def score_candidates(self, model: torch.nn.Module, candidates: Candidates) -> torch.Tensor:
+        return candidates.pos.to(torch.float32)

@@ -3,7 +3,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ..cache import CacheState
+from ..cache import CacheState, Candidates
 from ..capture import AttentionNeed, Capture
 from ..fields import whole
 from .base import Policy
@@ -36,8 +36,9 @@ class SnapKV(Policy):
         table = grown(state, self.signal, rows, *rows.shape[:-2], self.window)
         state.extras[self.signal] = torch.cat([table[..., rows.shape[-2] :], rows.movedim(-1, 0)], dim=-1)
 
-    def score_candidates(self, model: torch.nn.Module, state: CacheState) -> torch.Tensor:
-        received = state.extras[self.signal].sum(dim=-1)  # [n] or [n, layers, kv_heads]
+    def score_candidates(self, model: torch.nn.Module, candidates: Candidates) -> torch.Tensor:
+        # The pool reads each candidate's neighbours, frozen entries included: the whole cache's table.
+        received = candidates.cache.extras[self.signal].sum(dim=-1)  # [entries] or [entries, layers, kv_heads]
         channels = received.reshape(received.shape[0], -1).T[:, None]  # [channels, 1, n]
         pooled = F.avg_pool1d(channels, self.kernel, stride=1, padding=self.kernel // 2)[:, 0]
-        return pooled.T.reshape(received.shape)[state.frozen :]
+        return candidates.take(pooled.T.reshape(received.shape))

@@ -2,7 +2,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..cache import CacheState
+from ..cache import CacheState, Candidates
 from ..capture import AttentionNeed, Capture
 from .base import Policy
 
@@ -28,5 +28,5 @@ class Tova(Policy):
         else:
             state.extras[self.signal] = capture.weights(model, self.attention)[-1]
 
-    def score_candidates(self, model: torch.nn.Module, state: CacheState) -> torch.Tensor:
-        return state.extras[self.signal][state.frozen :]
+    def score_candidates(self, model: torch.nn.Module, candidates: Candidates) -> torch.Tensor:
+        return candidates.extras[self.signal]

@@ -180,7 +180,7 @@ def decide(session: CacheSession, keep: int, policy: Policy | None = None) -> to
     session's), then the best ``keep`` at the session's granularity (the policy's default recent
     window always among them). Nothing is evicted: the timed part of a refresh."""
     policy = policy or session.policy
-    scores = policy.score_candidates(session.lm.model, session.cache).to(torch.float32).cpu()
+    scores = policy.score_candidates(session.lm.model, session.candidates()).to(torch.float32).cpu()
     return session.survivors(scores, keep, policy.default_recent(keep))
 
 

@@ -13,8 +13,9 @@ Units come from the token texts alone, through per-vocabulary tables built once 
 - a *sentence* ends after a token that contains a newline, after a special token, and after a token
   ending in ``.``, ``!`` or ``?`` that the next token does not continue (so ``3.14`` stays whole).
 
-Everything per refresh is vectorised over the candidates (cumulative sums and scatter-reductions);
-the only loop is over *rounds* of the greedy fill (see :func:`select_units`).
+Everything per refresh is vectorised over the candidates (cumulative sums and scatter-reductions).
+Which units survive is decided with every other keep rule in :mod:`ccviz.engine.survivors`
+(:func:`~ccviz.engine.survivors.select_units`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 
 import torch
 
-from .choices import Granularity, Pool
+from ..choices import Granularity, Pool
 
 _SENTENCE_ENDS = (".", "!", "?")
 
@@ -52,7 +53,8 @@ def token_classes(tokenizer: Any, vocab_size: int) -> TokenClasses:
     if known is not None and known.opens.numel() >= vocab_size:
         return known
     size = min(len(tokenizer), vocab_size)
-    texts = tokenizer.batch_decode([[i] for i in range(size)], skip_special_tokens=False, clean_up_tokenization_spaces=False)
+    texts = tokenizer.batch_decode([[i] for i in range(size)], skip_special_tokens=False,
+                                   clean_up_tokenization_spaces=False)
     special = set(getattr(tokenizer, "all_special_ids", ()))
     rows = [
         (i in special or text[:1].isspace(), i in special or text.endswith("\n"),
@@ -96,48 +98,3 @@ def pool_scores(scores: torch.Tensor, units: torch.Tensor, pool: Pool) -> torch.
     reduce = "amax" if pool == "max" else "mean"
     out = torch.zeros(count, dtype=scores.dtype)
     return out.scatter_reduce(0, units, scores, reduce=reduce, include_self=False)
-
-
-def first_protected_unit(units: torch.Tensor, cache_size: int, recent: int) -> int:
-    """The first unit :func:`select_units` always keeps: the one the recent window starts in, or the last."""
-    n = units.numel()
-    return int(units[n - min(recent, cache_size)] if recent else units[-1])
-
-
-def select_units(scores: torch.Tensor, units: torch.Tensor, cache_size: int, recent: int, pool: Pool) -> torch.Tensor:
-    """Indices (into the candidates, ascending) of the entries that survive a refresh, units kept whole.
-
-    - Protected: the last ``recent`` candidates, extended back to the start of the unit they cut, and
-      the last unit (it may still be growing: its next token arrives after the refresh), so no unit is
-      ever split. If the protected tokens alone exceed J (one unit longer than the budget), the last J
-      candidates survive instead: the only case that splits a unit.
-    - The other places go to whole units by pooled score, best first; a unit that no longer fits is
-      skipped and the next one that does fit takes the places (greedy fill). Places that no remaining
-      unit fits stay empty, so a refresh never keeps more than J, and keeps exactly J whenever single
-      tokens remain to fill it (words: almost always; sentences: up to one sentence short).
-    - Ties go to the more recent unit, as at token level.
-    """
-    n = scores.numel()
-    if n <= cache_size:
-        return torch.arange(n)
-    sizes = torch.bincount(units)
-    first_protected = first_protected_unit(units, cache_size, recent)
-    protected = torch.arange(sizes.numel()) >= first_protected
-    places = cache_size - int(sizes[protected].sum())
-    if places < 0:
-        return torch.arange(n - cache_size, n)
-    pooled = pool_scores(scores, units, pool)
-    open_units = int(first_protected)
-    order = open_units - 1 - torch.argsort(pooled[:open_units].flip(0), descending=True, stable=True)
-    kept = protected.clone()
-    ranked_sizes = sizes[order]
-    alive = torch.ones(open_units, dtype=torch.bool)
-    while places > 0:  # one round per skipped size: a handful, never one per token
-        fits = alive & (ranked_sizes <= places)
-        if not fits.any():
-            break
-        taken = fits & (torch.cumsum(ranked_sizes * fits, 0) <= places)
-        kept[order[taken]] = True
-        alive &= ~taken
-        places -= int(ranked_sizes[taken].sum())
-    return torch.nonzero(kept[units]).flatten()

@@ -1,0 +1,181 @@
+"""Who survives a refresh, decided in one place (docs/method.md#the-refresh).
+
+Every keep rule is here: the rank cut (the best J - R by score, the last R always among them, ties to
+the more recent entry), whole units at word or sentence granularity (units from :mod:`.units`),
+and under a per-layer allocation each layer's own cut (``pyramid``, budgets from :mod:`.allocation`)
+or each layer's best (head, entry) pairs (``adaptive``). :class:`SurvivorSelector` is built once per
+run from its config and applies the decision to the cache, frozen prefix included. Policies only
+score the candidates; everything here indexes the candidates (the entries after the frozen prefix).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..cache import CacheState
+from ..choices import Pool
+from .allocation import pyramid_budgets
+from .config import RunConfig
+from .units import group_units, pool_scores, token_classes
+
+
+def select_survivors(scores: torch.Tensor, cache_size: int, recent: int) -> torch.Tensor:
+    """Indices (into the candidates, ascending) of the entries that survive a refresh: the rank cut.
+
+    The last ``recent`` candidates always survive; the other ``cache_size - recent`` places go to the
+    best scores. Ties go to the more recent entry, so results never depend on sort internals.
+    """
+    n = scores.numel()
+    if n <= cache_size:
+        return torch.arange(n)
+    recent = min(recent, cache_size)
+    head = n - recent
+    # Stable sort of the reversed head: among equal scores the later position comes first.
+    order = torch.argsort(scores[:head].flip(0), descending=True, stable=True)
+    chosen = head - 1 - order[: cache_size - recent]
+    survivors = torch.cat([chosen, torch.arange(head, n)])
+    return torch.sort(survivors).values
+
+
+def first_protected_unit(units: torch.Tensor, cache_size: int, recent: int) -> int:
+    """The first unit :func:`select_units` always keeps: the one the recent window starts in, or the last."""
+    n = units.numel()
+    return int(units[n - min(recent, cache_size)] if recent else units[-1])
+
+
+def select_units(scores: torch.Tensor, units: torch.Tensor, cache_size: int, recent: int, pool: Pool) -> torch.Tensor:
+    """Indices (into the candidates, ascending) of the entries that survive a refresh, units kept whole.
+
+    - Protected: the last ``recent`` candidates, extended back to the start of the unit they cut, and
+      the last unit (it may still be growing: its next token arrives after the refresh), so no unit is
+      ever split. If the protected tokens alone exceed J (one unit longer than the budget), the last J
+      candidates survive instead: the only case that splits a unit.
+    - The other places go to whole units by pooled score, best first; a unit that no longer fits is
+      skipped and the next one that does fit takes the places (greedy fill). Places that no remaining
+      unit fits stay empty, so a refresh never keeps more than J, and keeps exactly J whenever single
+      tokens remain to fill it (words: almost always; sentences: up to one sentence short).
+    - Ties go to the more recent unit, as at token level.
+    """
+    n = scores.numel()
+    if n <= cache_size:
+        return torch.arange(n)
+    sizes = torch.bincount(units)
+    first_protected = first_protected_unit(units, cache_size, recent)
+    protected = torch.arange(sizes.numel()) >= first_protected
+    places = cache_size - int(sizes[protected].sum())
+    if places < 0:
+        return torch.arange(n - cache_size, n)
+    pooled = pool_scores(scores, units, pool)
+    open_units = int(first_protected)
+    order = open_units - 1 - torch.argsort(pooled[:open_units].flip(0), descending=True, stable=True)
+    kept = protected.clone()
+    ranked_sizes = sizes[order]
+    alive = torch.ones(open_units, dtype=torch.bool)
+    while places > 0:  # one round per skipped size: a handful, never one per token
+        fits = alive & (ranked_sizes <= places)
+        if not fits.any():
+            break
+        taken = fits & (torch.cumsum(ranked_sizes * fits, 0) <= places)
+        kept[order[taken]] = True
+        alive &= ~taken
+        places -= int(ranked_sizes[taken].sum())
+    return torch.nonzero(kept[units]).flatten()
+
+
+def layer_scores(score: torch.Tensor, layer: int) -> torch.Tensor:
+    """One layer's score per candidate: its own heads' mean, or the policy's shared per-token score."""
+    return score if score.dim() == 1 else score[:, layer].mean(dim=-1)
+
+
+def pyramid_keep(score: torch.Tensor, held: torch.Tensor, budgets: list[int], recent: int) -> list[torch.Tensor]:
+    """Per layer, the candidates it keeps (ascending): its last ``recent`` and its ``budgets[l]`` best.
+
+    ``score`` ``[candidates]`` or ``[candidates, layers, kv_heads]``; ``held`` bool ``[layers, candidates]``.
+    """
+    kept = []
+    for layer, budget in enumerate(budgets):
+        rows = held[layer].nonzero()[:, 0]
+        kept.append(rows[select_survivors(layer_scores(score, layer)[rows], budget + recent, recent)])
+    return kept
+
+
+def adaptive_keep(score: torch.Tensor, visible: torch.Tensor, cache_size: int, recent: int) -> list[torch.Tensor]:
+    """Per layer, bool ``[kv_heads, candidates]``: the (head, entry) pairs it keeps.
+
+    Each head keeps its ``recent`` newest visible candidates, and the (J - R) x kv_heads other places go
+    to the best-scored visible (head, entry) pairs of the layer, ties to the more recent entry (then the
+    lower head). ``score`` ``[candidates, layers, kv_heads]``; ``visible`` bool ``[layers, kv_heads,
+    candidates]``: which candidates each head still sees.
+    """
+    kept = []
+    for layer in range(visible.shape[0]):
+        seen = visible[layer]  # [heads, n]
+        heads = seen.shape[0]
+        newest = seen.flip(-1).cumsum(-1).flip(-1)  # how many visible candidates from here on, per head
+        keep = seen & (newest <= recent)
+        pairs = score[:, layer].T.masked_fill(~seen | keep, float("-inf"))  # the ranked pairs: not recent
+        places = min((cache_size - recent) * heads, int((seen & ~keep).sum()))
+        # Stable sort of each head's entries reversed: among equal scores the later entry comes first.
+        order = torch.argsort(pairs.flip(-1).reshape(-1), descending=True, stable=True)[:places]
+        chosen = torch.zeros(heads * seen.shape[1], dtype=torch.bool)
+        chosen[order] = True
+        kept.append(keep | chosen.view(heads, -1).flip(-1))
+    return kept
+
+
+class SurvivorSelector:
+    """Who survives each refresh of one run, built from its (resolved) config: J, R, the granularity and
+    pool, and the allocation with its per-layer budgets (``budgets``: the scored places of each layer
+    under ``pyramid``, else None)."""
+
+    def __init__(self, config: RunConfig, tokenizer: Any, vocab_size: int, num_layers: int):
+        self.config, self.tokenizer, self.vocab_size = config, tokenizer, vocab_size
+        self.budgets = (pyramid_budgets(config.cache_size, config.recent, num_layers, config.pyramid_beta)
+                        if config.allocation == "pyramid" else None)
+
+    def units(self, tok: torch.Tensor) -> torch.Tensor | None:
+        """The unit number of every candidate (``tok`` long ``[candidates]``): long ``[candidates]``, or
+        None at token granularity."""
+        if self.config.granularity == "token":
+            return None
+        return group_units(tok, token_classes(self.tokenizer, self.vocab_size), self.config.granularity)
+
+    def survivors(self, score: torch.Tensor, units: torch.Tensor | None = None, cache_size: int | None = None,
+                  recent: int | None = None) -> torch.Tensor:
+        """Indices (into the candidates, ascending) that one decision for every layer keeps given the
+        candidates' ``score`` ``[candidates]``: the rank cut, or whole units when ``units`` are given.
+        ``cache_size`` / ``recent`` default to the run's."""
+        cache_size = self.config.cache_size if cache_size is None else cache_size
+        recent = self.config.recent if recent is None else recent
+        if units is None:
+            return select_survivors(score, cache_size, recent)
+        return select_units(score, units, cache_size, recent, self.config.pool)
+
+    def keep(self, cache: CacheState, score: torch.Tensor, units: torch.Tensor | None,
+             visible: torch.Tensor | None) -> None:
+        """Evict from ``cache`` what this refresh does not keep: the frozen prefix and the survivors stay.
+
+        ``score``: the policy's ``[candidates]`` (or ``[candidates, layers, kv_heads]``); ``units`` from
+        :meth:`units`; ``visible``: bool ``[layers, kv_heads, candidates]`` under a per-layer allocation
+        (which candidates each layer's KV heads still see), None under ``uniform``: one gather for all.
+        """
+        frozen = torch.arange(cache.frozen)
+        if visible is None:
+            if score.shape[0] > self.config.cache_size:
+                cache.keep(torch.cat([frozen, cache.frozen + self.survivors(score, units)]))
+            return
+        if self.config.allocation == "pyramid":  # one head set per layer: what the layer holds
+            held = visible[:, 0]
+            kept = pyramid_keep(score, held, self.budgets, self.config.recent)
+            if sum(k.numel() for k in kept) < int(held.sum()):
+                cache.keep_per_layer([torch.cat([frozen, cache.frozen + k]) for k in kept])
+            return
+        pairs = adaptive_keep(score, visible, self.config.cache_size, self.config.recent)
+        if sum(int(p.sum()) for p in pairs) == int(visible.sum()):
+            return
+        rows = [pair.any(dim=0).nonzero()[:, 0] for pair in pairs]
+        heads = [torch.cat([pair.new_ones(pair.shape[0], cache.frozen), pair[:, r]], dim=1)
+                 for pair, r in zip(pairs, rows)]
+        cache.keep_per_layer([torch.cat([frozen, cache.frozen + r]) for r in rows], heads)

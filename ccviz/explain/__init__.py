@@ -1,0 +1,25 @@
+"""Why one token was kept or evicted at one refresh: the decision replayed and opened up.
+
+- :mod:`.explanation`: the :class:`Explanation` record, and what the trace alone answers
+  (:func:`explain_without_replay`, :func:`matching_tokens`);
+- :mod:`.replay`: :func:`explain_token`, the run replayed with the session's public API up to the
+  refresh, and the decision opened with the engine's own scoring;
+- :mod:`.render`: the explanation as strict JSON or terminal text (figures: :mod:`ccviz.figures.explain`).
+"""
+
+from .explanation import MAX_MATCHES, Explanation, explain_without_replay, matching_tokens
+from .render import explanation_json, explanation_text
+from .replay import SCORE_TOLERANCE, descending_rank, explain_token, replay_explanation
+
+__all__ = [
+    "MAX_MATCHES",
+    "SCORE_TOLERANCE",
+    "Explanation",
+    "descending_rank",
+    "explain_token",
+    "explain_without_replay",
+    "explanation_json",
+    "explanation_text",
+    "matching_tokens",
+    "replay_explanation",
+]

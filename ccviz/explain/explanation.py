@@ -1,0 +1,73 @@
+"""What an explanation is, and what the trace alone answers: the token's status at a refresh when it was
+no candidate of it, and the tokens a phrase covers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import CcvizError
+from ..phrases import phrase_spans
+from ..trace import Trace
+
+MAX_MATCHES = 200
+
+
+@dataclass
+class Explanation:
+    """One token at one refresh. ``entries`` are the refresh's candidates (positions, frozen prefix
+    excluded) and ``row`` the token's index among them; the attention lists are ``[heads][entries]``:
+    ``counter_causal[h][j]`` what the token's reversed query puts on entry j (its future only),
+    ``causal[h][j]`` what entry j's own causal query puts on the token (the token itself and the entries after it)."""
+
+    refresh: int
+    position: int
+    text: str
+    status: str  # "candidate", "frozen", "evicted" (before this refresh) or "unseen" (not yet processed)
+    reason: str  # one or two sentences: why it was kept or evicted, or why there is nothing to explain
+    kept: bool | None = None
+    entries: list[int] = field(default_factory=list)
+    row: int | None = None
+    signal: str | None = None  # the policy's score, as recorded in the trace
+    score: float | None = None
+    rank: int | None = None  # 1 = best among the candidates (ties: the more recent ranks first)
+    surprise: dict[str, float] = field(default_factory=dict)  # score name -> counter-causal surprise
+    surprise_rank: dict[str, int] = field(default_factory=dict)
+    surprise_settings: dict[str, object] = field(default_factory=dict)  # variant, min_gap, window, from_layer
+    counter_causal: list[list[float]] = field(default_factory=list)
+    causal: list[list[float]] = field(default_factory=list)
+    matches_trace: bool = True  # the replayed scores and survivors equal the trace's
+
+
+def matching_tokens(trace: Trace, query: str, step: int) -> list[int]:
+    """Every token (timestep) of the first ``step`` that overlaps an occurrence of ``query`` in the text,
+    case-insensitive (:func:`ccviz.phrases.phrase_spans`): a word split into several tokens ("amoxicillin")
+    is found whole. At most ``MAX_MATCHES``."""
+    found: dict[int, None] = {}
+    for first, last in phrase_spans([tok.text for tok in trace.tokens[:step]], query):
+        found.update(dict.fromkeys(range(first, last + 1)))
+        if len(found) >= MAX_MATCHES:
+            break
+    return list(found)[:MAX_MATCHES]
+
+
+def explain_without_replay(trace: Trace, refresh: int, position: int) -> Explanation | None:
+    """The explanation when the trace alone gives it (the token was no candidate of that refresh), else None."""
+    if not 0 <= refresh < len(trace.cycles):
+        raise CcvizError(f"refresh must be 0 to {len(trace.cycles) - 1}, got {refresh}")
+    cycle = trace.cycles[refresh]
+    if not 0 <= position < len(trace.tokens):
+        raise CcvizError(f"token must be 0 to {len(trace.tokens) - 1}, got {position}")
+    text = trace.tokens[position].text
+    frozen = int(trace.config.get("frozen") or 0)
+    if position < frozen:
+        return Explanation(refresh, position, text, "frozen",
+                           f"Part of the frozen prefix (the first {frozen} entries): never scored, never evicted.",
+                           kept=True)
+    if position >= cycle.step:
+        return Explanation(refresh, position, text, "unseen",
+                           f"Not processed yet at refresh {refresh} (after {cycle.step} tokens).")
+    if position not in cycle.candidates:
+        gone = next(c.index for c in trace.cycles[:refresh] if position in c.candidates and position not in c.kept)
+        return Explanation(refresh, position, text, "evicted",
+                           f"Evicted earlier, at refresh {gone}: explain that refresh to see why.", kept=False)
+    return None

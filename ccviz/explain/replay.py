@@ -1,0 +1,149 @@
+"""The replay behind an explanation: the run fed again, with the session's public API, up to the refresh
+asked, and the decision opened there with the engine's own code.
+
+The same token ids in the same forward passes give the same cache. The session pauses before the
+refresh (``feed(..., refresh=False)``), so every candidate is still cached: the policy's
+``score_candidates`` and the session's ``survivors`` give the decision, the counter-causal policy's
+scoring under each score (logit, logprob, contrast) the surprise, and
+:func:`ccviz.scoring.counter_causal_weights` / :func:`ccviz.scoring.causal_weights_received` the
+attention behind it. Nothing here re-implements a score; a replay that does not reproduce the
+trace's refresh is refused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence
+
+import torch
+
+from ..capture import decoder_layers
+from ..choices import SURPRISE_SCORES
+from ..engine import CacheSession, RunConfig
+from ..engine.survivors import first_protected_unit
+from ..engine.units import pool_scores
+from ..errors import CcvizError
+from ..models import LoadedModel
+from ..policies import CounterCausalFast, Policy
+from ..scoring import causal_weights_received, counter_causal_weights
+from ..trace import Cycle, Trace
+from .explanation import Explanation, explain_without_replay
+
+SCORE_TOLERANCE = 1e-4  # relative: the replayed scores against the trace's (JSON keeps float64 of float32)
+
+
+def descending_rank(values: torch.Tensor, index: int) -> int:
+    """1-based rank of ``values[index]``, highest first; among equal values the later entry ranks first,
+    as every selection in ccviz breaks ties."""
+    v = values[index]
+    later = torch.arange(values.numel()) > index
+    return 1 + int((values > v).sum()) + int(((values == v) & later).sum())
+
+
+def _surprise_policy(policy: Policy) -> Policy:
+    """The counter-causal scorer to explain with: the run's own policy if it is one, else the fast variant's
+    defaults."""
+    return policy if policy.counter_causal else CounterCausalFast()
+
+
+def _reason(session: CacheSession, score: torch.Tensor, units: torch.Tensor | None, row: int,
+            kept: bool) -> tuple[str, int | None]:
+    """The rule that decided, in words, and the rank that went with it (None when no rank decided)."""
+    config, policy = session.config, session.policy
+    n, J, R = score.numel(), config.cache_size, min(config.recent, config.cache_size)
+    verdict = "kept" if kept else "evicted"
+    if not policy.evicts:
+        return f"{policy.name} never evicts: every token stays.", None
+    if n <= J:
+        return f"The cache held {n} candidates, no more than J = {J}: this refresh evicted nothing.", None
+    if units is None:
+        if row >= n - R:
+            return f"One of the last R = {R} entries, which every refresh keeps.", None
+        head = n - R
+        rank = descending_rank(score[:head], row)
+        return (f"Ranked {rank} of the {head} older candidates by {policy.signal}; the best J − R = {J - R} are kept: "
+                f"{verdict}."), rank
+    unit, first = int(units[row]), first_protected_unit(units, J, R)
+    what = config.granularity
+    if unit >= first:
+        return (f"Its {what} is protected: the last R = {R} entries, extended to whole {what}s, and the last {what} "
+                "are always kept."), None
+    pooled = pool_scores(score, units, config.pool)[:first]
+    rank = descending_rank(pooled, unit)
+    return (f"Its {what} (unit {unit}, {config.pool} score {float(pooled[unit]):.4g}) ranked {rank} of the "
+            f"{first} older {what}s; whole {what}s are kept best first while they fit in J: {verdict}."), rank
+
+
+def _explain_here(session: CacheSession, cycle: Cycle, refresh: int, t: int, text: str) -> Explanation:
+    """The explanation at the refresh pending in ``session``: its cache still holds every candidate."""
+    lm, view = session.lm, session.candidates()
+    candidates = view.pos.tolist()
+    if candidates != cycle.candidates:
+        raise CcvizError(f"replaying this trace does not reproduce refresh {refresh} "
+                         "(another model or other settings?)")
+    row = candidates.index(t)
+    policy = session.policy
+    if policy.evicts:
+        score = policy.score_candidates(lm.model, view).to(torch.float32).cpu()
+    else:
+        score = torch.zeros(len(candidates))
+    units = session.units()
+    evicting = policy.evicts and len(candidates) > session.config.cache_size
+    kept = not evicting or row in session.survivors(score, units=units).tolist()
+    reason, rank = _reason(session, score, units, row, kept)
+    if evicting and torch.isposinf(score[row]):
+        reason += " Its score is +inf: no later entry is visible to it yet, so it cannot be judged and ranks first."
+    recorded = cycle.scores.get(policy.signal) if policy.evicts else None
+    same_scores = recorded is None or torch.allclose(score.double(), torch.tensor(recorded, dtype=torch.float64),
+                                                     rtol=SCORE_TOLERANCE, atol=SCORE_TOLERANCE)
+    scorer = _surprise_policy(policy)
+    surprise = {name: dataclasses.replace(scorer, score=name, smooth=0).score_candidates(lm.model, view).cpu()
+                for name in SURPRISE_SCORES}
+    kv, tok, pos, hidden = scorer.stream_inputs(lm.model, view)
+    settings = dict(variant=scorer.variant, min_gap=scorer.min_gap, window=scorer.window, from_layer=scorer.from_layer)
+    reads = counter_causal_weights(lm.model, kv, tok, pos, hidden, row=row, **settings)
+    last = len(decoder_layers(lm.model)) - 1
+    received = causal_weights_received(lm.model, view.keys(last), pos, view.residuals[last], column=row)
+    return Explanation(
+        refresh=refresh, position=t, text=text, status="candidate", reason=reason, kept=kept, entries=candidates,
+        row=row,
+        signal=policy.signal if policy.evicts else None, score=float(score[row]) if policy.evicts else None, rank=rank,
+        surprise={name: float(values[row]) for name, values in surprise.items()},
+        surprise_rank={name: descending_rank(values, row) for name, values in surprise.items()},
+        surprise_settings=settings, counter_causal=reads.cpu().tolist(), causal=received.cpu().tolist(),
+        matches_trace=same_scores and kept == (t in cycle.kept),
+    )
+
+
+def explain_token(lm: LoadedModel, trace: Trace, refresh: int, position: int) -> Explanation:
+    """Why token ``position`` (its original timestep) was kept or evicted at refresh ``refresh`` of ``trace``.
+
+    Replays the run on ``lm`` (the model that produced the trace) up to that refresh, as many forward
+    passes as the run took to get there. A frozen token, one evicted before or one not yet processed
+    gets its status and a reason without a replay (:func:`explain_without_replay`).
+    """
+    known = explain_without_replay(trace, refresh, position)
+    if known is not None:
+        return known
+    cycle = trace.cycles[refresh]
+    return replay_explanation(lm, RunConfig.from_trace(trace), [tok.id for tok in trace.tokens[: cycle.step]],
+                              trace.prompt_length, cycle, refresh, position, trace.tokens[position].text)
+
+
+def replay_explanation(lm: LoadedModel, config: RunConfig, ids: Sequence[int], prompt_length: int, cycle: Cycle,
+                       refresh: int, position: int, text: str) -> Explanation:
+    """Feed ``ids`` (the run's first ``cycle.step`` tokens: the prompt, then generated tokens one per pass,
+    as the run did), pause before refresh ``refresh`` and explain token ``position`` there."""
+    if config.allocation != "uniform":
+        raise CcvizError(f"explain replays the one keep decision all layers share, and this run's allocation "
+                         f"{config.allocation!r} decides per layer: the retention figure's layer view shows what "
+                         "each layer kept")
+    # The fast counter-causal scorer watches the replay: it stores H^(L-1), the rows the causal attention
+    # each candidate receives is computed from.
+    session = CacheSession(lm, config, prompt_length=prompt_length, observers=[CounterCausalFast()])
+    session.feed(ids[:prompt_length], refresh=False)
+    for token in ids[prompt_length:]:
+        session.feed([token], phase="decode", refresh=False)
+    if not session.refresh_pending or len(session.trace.cycles) != refresh:
+        raise CcvizError(f"replaying this trace never reached refresh {refresh}")
+    return _explain_here(session, cycle, refresh, position, text)

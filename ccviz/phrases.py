@@ -1,0 +1,26 @@
+"""Finding a phrase in a trace's text: the tokens each occurrence covers.
+
+One rule for the explain search (:func:`ccviz.explain.matching_tokens`) and the Compare page's
+phrase survival (:func:`ccviz.figures.phrase_survival`): case is ignored by the regular expression
+on the text itself, so every offset is the text's own. (Lower-casing the text first can change a
+piece's length, ``"İ".lower()`` is two characters, and then needs a second map back to the pieces.)
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterator, Sequence
+
+import numpy as np
+
+
+def phrase_spans(pieces: Sequence[str], phrase: str) -> Iterator[tuple[int, int]]:
+    """Every occurrence of ``phrase`` in ``"".join(pieces)`` (token texts), case-insensitive and overlapping
+    ones included, in text order, as the (first, last) indices of the pieces it overlaps (inclusive).
+    An empty phrase occurs nowhere. A generator: a caller that needs only some occurrences stops early."""
+    if not phrase:
+        return
+    ends = np.cumsum([len(piece) for piece in pieces])
+    for match in re.finditer(f"(?=({re.escape(phrase)}))", "".join(pieces), flags=re.IGNORECASE):
+        first, last = np.searchsorted(ends, [match.start(1), match.end(1) - 1], side="right")
+        yield int(first), int(last)
