@@ -55,9 +55,9 @@ if done is not None:
         if attention is not None:
             whole = recorded_values(attention)
             values.update({f"{label}, whole document": per_token(whole[name], n) for name, label in ATTENTION_SIGNALS.items() if name in whole})
-        values.update(recorded_values(trace, suffix=f" (during the {trace.config['policy']} run)"))
+        values.update(recorded_values(trace, suffix=f" (during the {trace.run_config.policy} run)"))
         st.caption(
-            f"Budget run: {done.tasks[0].label}, J={trace.config['cache_size']}, h={trace.config['chunk_size']}, "
+            f"Budget run: {done.tasks[0].label}, {trace.run_config.describe_budget()}, "
             f"{trace.prompt_length} prompt tokens, {len(trace.cycles)} refreshes."
         )
         signal_views(trace, values, key="surprise")

@@ -47,7 +47,7 @@ if loaded:
             st.info(f"Comparing the first {MAX_COMPARED} files.")
         chosen = loaded[:MAX_COMPARED]
         phrase = st.text_input("Phrase to track", key="traces.phrase")
-        labels = [f"{name} · {trace.config.get('policy', '?')}" for name, trace in chosen]
+        labels = [f"{name} · {trace.run_config.policy}" for name, trace in chosen]
         compare_view([trace for _, trace in chosen], labels, phrase, key="traces.compare")
     else:
         pick = st.selectbox("Trace", range(len(loaded)), format_func=lambda i: names[i], key="traces.pick") if len(loaded) > 1 else 0

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..allocation import check_allocation
+from ..engine.allocation import check_allocation
 from ..engine import RunConfig
 from ..errors import CcvizError
 from ..fields import Rule, parse_value, rule_of

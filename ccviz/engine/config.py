@@ -17,7 +17,7 @@ from dataclasses import InitVar, dataclass
 from typing import Any, Protocol
 
 from ..choices import ALLOCATIONS, GRANULARITIES, POOLS, RECORDS, Allocation, Granularity, Pool, Record
-from ..allocation import check_allocation
+from .allocation import check_allocation
 from ..errors import CcvizError
 from ..fields import check_fields, choice, flag, number, whole
 from ..policies import POLICIES, Policy, make_policy
@@ -34,8 +34,8 @@ class Recorded(Protocol):
 @dataclass(frozen=True)
 class RunConfig:
     """One run: the policy and its options, the budget (J, h, frozen, recent), the unit of the keep
-    decision (``granularity``, ``pool``: :mod:`ccviz.units`), how the budget is split over layers and
-    KV heads (``allocation``, ``pyramid_beta``: :mod:`ccviz.allocation`) and decoding.
+    decision (``granularity``, ``pool``: :mod:`ccviz.engine.units`), how the budget is split over layers and
+    KV heads (``allocation``, ``pyramid_beta``: :mod:`ccviz.engine.allocation`) and decoding.
 
     ``chunk_size=None`` means h = J/4 (the paper's), ``frozen="auto"`` the chat template up to the
     user-turn header (0 in raw text), ``recent=None`` and ``granularity=None`` the policy's own defaults, ``prefill_step=None``
@@ -65,7 +65,7 @@ class RunConfig:
     record: Record = choice("record", RECORDS, default="policy")
     granularity: Granularity | None = choice("granularity", GRANULARITIES, default=None, optional=True)  # the unit kept whole; None: the policy's
     pool: Pool = choice("pool", POOLS, default="max")  # a unit's score from its tokens' (word and sentence units)
-    allocation: Allocation = choice("allocation", ALLOCATIONS, default="uniform")  # the budget over layers and heads (ccviz.allocation)
+    allocation: Allocation = choice("allocation", ALLOCATIONS, default="uniform")  # the budget over layers and heads (ccviz.engine.allocation)
     pyramid_beta: float = number("pyramid beta", 1, default=20.0)  # pyramid: the last layer keeps (J - R) / beta scored entries
     policy_class: str | None = None  # "module:QualName" of a policy class that is not the one registered as ``policy``
     check_policy: InitVar[bool] = True

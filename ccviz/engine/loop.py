@@ -135,8 +135,8 @@ def generate(
     never-evicted prefix ("auto": the chat template up to the user-turn header), ``recent`` the
     trailing entries always kept (default: the policy's). Greedy unless ``do_sample``.
     ``record="all"`` also records the cheap companion signals at every refresh; ``granularity`` and
-    ``pool`` make words or sentences the unit kept (:mod:`ccviz.units`); ``allocation`` splits the budget
-    over layers and KV heads (:mod:`ccviz.allocation`). ``should_stop`` is polled between forward
+    ``pool`` make words or sentences the unit kept (:mod:`ccviz.engine.units`); ``allocation`` splits the budget
+    over layers and KV heads (:mod:`ccviz.engine.allocation`). ``should_stop`` is polled between forward
     passes; a stopped run returns its partial trace with status "cancelled". ``on_refresh`` streams each
     refresh as it happens (see :data:`RefreshCallback`).
     """

@@ -58,7 +58,7 @@ def explain_without_replay(trace: Trace, refresh: int, position: int) -> Explana
     if not 0 <= position < len(trace.tokens):
         raise CcvizError(f"token must be 0 to {len(trace.tokens) - 1}, got {position}")
     text = trace.tokens[position].text
-    frozen = int(trace.config.get("frozen") or 0)
+    frozen = int(trace.run_config.frozen)  # resolved: a trace records the number
     if position < frozen:
         return Explanation(refresh, position, text, "frozen",
                            f"Part of the frozen prefix (the first {frozen} entries): never scored, never evicted.",

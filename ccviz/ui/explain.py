@@ -90,8 +90,9 @@ def explain_section(trace: Trace, key: str, refresh: int | None = None) -> None:
     if not trace.cycles:
         st.info("No refresh happened, so there is no decision to explain.")
         return
-    if trace.config.get("allocation", "uniform") != "uniform":
-        st.info(f"This run's allocation ({trace.config['allocation']}) decides per layer, so there is no one keep decision "
+    allocation = trace.run_config.allocation
+    if allocation != "uniform":
+        st.info(f"This run's allocation ({allocation}) decides per layer, so there is no one keep decision "
                 "to replay: the heatmap's Layer slider shows what each layer kept.")
         return
     last = len(trace.cycles) - 1

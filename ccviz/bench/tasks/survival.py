@@ -74,7 +74,7 @@ class Outcome:
         """The columns every survival row shares."""
         required = len(self.prepared.required)
         return {
-            "cache_size": self.cache_size, "chunk_size": self.trace.config["chunk_size"],
+            "cache_size": self.cache_size, "chunk_size": self.trace.run_config.chunk_size,
             "doc_tokens": self.prepared.doc_tokens, "question_start": self.prepared.question_start,
             "survived": int(self.kept == required), "kept_share": round(self.kept / required, 4),
             "seconds": round(self.trace.timings["total_seconds"], 3),
