@@ -72,8 +72,9 @@ def _apptest_runs_through_app_py():
 
     class NavigationPages(PagesManager):
         def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
+            # Before the base class looks for the folder: sessions run in threads at once must never see True.
             PagesManager.uses_pages_directory = False
+            super().__init__(*args, **kwargs)
 
     original = app_test.PagesManager
     app_test.PagesManager = NavigationPages
