@@ -1,7 +1,11 @@
-"""The architecture, checked from the source: the engine's private names stay inside it, and no imports go in circles."""
+"""The architecture, checked from the source: the engine's private names stay inside it, no imports go in circles, and
+no module imports a layer above it."""
 
 import ast
+import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 ENGINE = ROOT / "ccviz" / "engine"
@@ -110,3 +114,59 @@ def test_the_cycle_check_finds_a_planted_cycle():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert find_cycles(graph) == ["a -> b -> c -> a"]
     assert find_cycles({"a": {"b"}, "b": set()}) == []
+
+
+# ----- layers: what may import what --------------------------------------------------------------
+
+# Each room of ccviz and the layer it sits in, bottom first. A module imports its own layer or the ones
+# below, never one above (docs/architecture.md#layers).
+LAYERS = {
+    "errors": 0, "fields": 0, "choices": 0, "envvars": 0, "version": 0, "prompts": 0, "models": 0,
+    "capture": 1, "scoring": 1, "cache": 1, "phrases": 1,
+    "policies": 2, "plugins": 2,
+    "engine": 3, "trace": 3,
+    "explain": 4, "signals": 4,
+    "figures": 5, "bench": 5, "worker": 5,
+    "ui": 6,
+    "cli": 7, "__main__": 7, "ccviz": 7,
+}
+# Rooms of one layer that must still not reach each other.
+FORBIDDEN = {("worker", "ui"), ("worker", "bench"), ("worker", "figures"), ("figures", "worker")}
+
+
+def _room(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "ccviz"
+
+
+def test_every_room_of_ccviz_has_a_layer():
+    rooms = {_room(name) for name in _graph()}
+    assert rooms <= LAYERS.keys(), sorted(rooms - LAYERS.keys())
+
+
+def test_no_module_imports_a_layer_above_it():
+    offences = []
+    for module, targets in _graph().items():
+        room = _room(module)
+        for target in targets:
+            other = _room(target)
+            if LAYERS[other] > LAYERS[room] or (room, other) in FORBIDDEN:
+                offences.append(f"{module} ({room}, layer {LAYERS[room]}) imports {target} ({other}, layer {LAYERS[other]})")
+    assert not offences, "\n".join(offences)
+
+
+def test_the_layer_check_finds_a_planted_upward_import(monkeypatch):
+    planted = {**_graph(), "ccviz.engine.session": {"ccviz.ui.views"}, "ccviz.worker.tasks": {"ccviz.ui.jobs"}}
+    monkeypatch.setattr(sys.modules[__name__], "_graph", lambda: planted)
+    with pytest.raises(AssertionError, match="ccviz.engine.session .* imports ccviz.ui.views"):
+        test_no_module_imports_a_layer_above_it()
+
+
+def test_streamlit_is_imported_by_the_ui_and_the_pages_alone():
+    offences = [
+        str(path.relative_to(ROOT))
+        for path in (ROOT / "ccviz").rglob("*.py")
+        if "ui" not in path.relative_to(ROOT / "ccviz").parts[:1]
+        and any(module.split(".")[0] == "streamlit" for module, _ in _imports(path))
+    ]
+    assert not offences, offences
