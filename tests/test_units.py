@@ -69,7 +69,7 @@ def test_selection_keeps_whole_units_best_first_and_fills_with_smaller_ones():
 
 def test_selection_never_exceeds_J_and_leaves_only_places_no_unit_fits():
     generator = torch.Generator().manual_seed(0)
-    for trial in range(200):
+    for _ in range(200):
         n = int(torch.randint(2, 60, (1,), generator=generator))
         units = torch.cumsum(torch.rand(n, generator=generator) < 0.3, 0)
         units -= units[0].clone()

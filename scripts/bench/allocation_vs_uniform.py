@@ -63,8 +63,13 @@ def perplexity(results: Path) -> None:
     print("|---|---|---|---|---|")
     for name, allocation, budget, group, base in _paired(cells, uniform, "segment"):
         reference = full.reindex(group["segment"])
-        gap = lambda rows: rows["nll_sum"].sum() / rows["tokens"].sum() - reference["nll_sum"].sum() / reference["tokens"].sum()  # noqa: E731
-        print(f"| {name} | {allocation} | {budget} | {len(group)} | {gap(base):+.3f} / {gap(group):+.3f} |")
+        gaps = [_nll(rows) - _nll(reference) for rows in (base, group)]
+        print(f"| {name} | {allocation} | {budget} | {len(group)} | {gaps[0]:+.3f} / {gaps[1]:+.3f} |")
+
+
+def _nll(rows) -> float:
+    """Mean negative log-likelihood per token over ``rows`` (a perplexity frame's segments)."""
+    return rows["nll_sum"].sum() / rows["tokens"].sum()
 
 
 def _same(new: object, published: object) -> bool:

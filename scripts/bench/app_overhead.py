@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from ccviz import RunConfig, load_model, run_generation
+from ccviz import LoadedModel, RunConfig, Trace, load_model, run_generation
 from ccviz.bench.timing import header
 from ccviz.ui.jobs import Job, ResultStore
 from ccviz.worker import ModelWorker
@@ -86,6 +86,21 @@ def in_a_thread(fn: Callable[[], object]) -> Callable[[], None]:
     return run
 
 
+def in_process(lm: LoadedModel, task: RunTask, config: RunConfig, repeats: int) -> tuple[dict[str, float], Trace]:
+    """The run called in the process that holds the model: directly, then in a thread under a collecting server."""
+
+    def direct() -> None:
+        run_generation(lm, task.prompt, config)
+
+    direct()  # warm-up
+    runs = [
+        ("direct generate, main thread", direct, None),
+        ("before: in-process thread, gc.collect(2) every 0.5 s", in_a_thread(direct), (True, 0.0)),
+    ]
+    medians = {label: statistics.median(timed(fn, load) for _ in range(repeats)) for label, fn, load in runs}
+    return medians, run_generation(lm, task.prompt, config)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
@@ -96,29 +111,18 @@ def main() -> None:
     task = RunTask(lm.name, DOCUMENT.read_text(encoding="utf-8"), config)
     assert worker.wait_ready(600).ready, worker.status().message
 
-    def direct() -> None:
-        run_generation(lm, task.prompt, config)
-
     def job_path() -> None:
         job = Job([task], worker, ResultStore()).start()  # a fresh store: nothing comes from a cache
         job.wait()
         assert job.results[0] is not None and job.results[0].status == "complete", job.errors
 
-    in_process = [
-        ("direct generate, main thread", direct, None),
-        ("before: in-process thread, gc.collect(2) every 0.5 s", in_a_thread(direct), (True, 0.0)),
-    ]
     through_worker = [
         ("job path, idle server", job_path, None),
         ("job path, 20 ms Python every 0.5 s", job_path, (False, 20.0)),
         ("job path, 20 ms Python + gc.collect(2) every 0.5 s", job_path, (True, 20.0)),
     ]
-    direct()  # warm-up of both processes
-    job_path()
-    medians = {}
-    for label, fn, load in in_process:
-        medians[label] = statistics.median(timed(fn, load) for _ in range(args.repeats))
-    trace = run_generation(lm, task.prompt, config)
+    job_path()  # warm-up of the worker
+    medians, trace = in_process(lm, task, config, args.repeats)
     collect_before = collect_ms()
     del lm  # the server holds no model, and freezes what it has imported (ccviz.ui.model.shared_worker)
     gc.collect()
@@ -127,13 +131,12 @@ def main() -> None:
     for label, fn, load in through_worker:
         medians[label] = statistics.median(timed(fn, load) for _ in range(args.repeats))
     worker.close()
-    rows = in_process + through_worker
     print(header(f"app overhead: {trace.prompt_length}-token clinical record, counter_causal_fast J=128 h=32, "
                  f"{len(trace.tokens) - trace.prompt_length} new tokens, median of {args.repeats}"))
-    baseline = medians[rows[0][0]]
+    baseline = next(iter(medians.values()))
     print(f"{'how the run is called':55s} {'seconds':>8s} {'ratio':>7s}")
-    for label, _, _ in rows:
-        print(f"{label:55s} {medians[label]:8.2f} {medians[label] / baseline:7.2f}")
+    for label, seconds in medians.items():
+        print(f"{label:55s} {seconds:8.2f} {seconds / baseline:7.2f}")
     print(f"one gc.collect(2) here: {collect_before:.0f} ms with the model loaded, {collect_after:.0f} ms without it after gc.freeze()")
     print("target: job path / direct <= 1.15")
 

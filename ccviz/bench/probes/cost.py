@@ -11,6 +11,7 @@ Run: ``python -m ccviz bench cost [--set sizes=640,1280,2560] [--set repeats=5]`
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable
 
 import torch
@@ -37,7 +38,7 @@ class CostSettings(Validated):
 
 
 def title(settings: CostSettings) -> str:
-    return "counter-causal refresh cost / one plain forward over n tokens (median of %d)" % settings.repeats
+    return f"counter-causal refresh cost / one plain forward over n tokens (median of {settings.repeats})"
 
 
 def run(model_args: dict[str, Any], settings: CostSettings, emit: Callable[[str], None]) -> None:
@@ -51,15 +52,13 @@ def run(model_args: dict[str, Any], settings: CostSettings, emit: Callable[[str]
         pos = torch.arange(n)[None]
         on_device = {"input_ids": ids.to(lm.device), "position_ids": pos.to(lm.device)}
         with torch.inference_mode():
-            forward = median_seconds(lambda: model(**on_device, logits_to_keep=1), repeats)
-            all_logits = median_seconds(lambda: model(**on_device), repeats)
+            forward = median_seconds(partial(model, **on_device, logits_to_keep=1), repeats)
+            all_logits = median_seconds(partial(model, **on_device), repeats)
         kv, hidden = causal_pass(model, ids, pos)
         cells = []
         for variant, score in CASES:
-            seconds = median_seconds(
-                lambda: surprise_from_cache(model, kv, ids[0], pos[0], hidden, variant=variant, score=score),
-                repeats,
-            )
+            score_once = partial(surprise_from_cache, model, kv, ids[0], pos[0], hidden, variant=variant, score=score)
+            seconds = median_seconds(score_once, repeats)
             cells.append(f"{seconds / forward:>7.3f}x ({seconds / all_logits:.2f}x)")
         emit(f"{n:>6} {forward:>10.3f} {all_logits:>12.3f} " + " ".join(f"{c:>17}" for c in cells))
     _layer_split(model, all_ids, settings, emit)
@@ -81,6 +80,6 @@ def _layer_split(model: torch.nn.Module, all_ids: torch.Tensor, settings: CostSe
         times = []
         for layer in layers:
             kv, hidden = causal_pass(model, ids, pos, residual_layer=layer)
-            times.append(median_seconds(lambda: surprise_from_cache(model, kv, ids[0], pos[0], hidden, from_layer=layer),
-                                        settings.repeats))
+            score_once = partial(surprise_from_cache, model, kv, ids[0], pos[0], hidden, from_layer=layer)
+            times.append(median_seconds(score_once, settings.repeats))
         emit(f"{n:>6} " + " ".join(f"{t / times[0]:>7.3f}x" for t in times))
