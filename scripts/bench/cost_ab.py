@@ -125,16 +125,16 @@ def describe(rev: str) -> str:
 
 
 def unpack(rev: str, into: Path) -> Path:
-    """``rev``'s tree under ``into`` (git archive: nothing is checked out in this repository)."""
+    """``rev``'s tree in the folder ``into``, one per checkout (A and B may be the same revision: an A/A run
+    shows the machine's noise); git archive, so nothing is checked out in this repository."""
     if rev == WORKING_TREE:
         return ROOT
     archive = subprocess.run(["git", "archive", "--format=tar", rev], cwd=ROOT, capture_output=True, check=False)
     if archive.returncode != 0:
         raise SystemExit(f"cost_ab: cannot unpack {rev!r}: {archive.stderr.decode().strip()}")
-    folder = into / rev.replace("/", "_")
     with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
-        tar.extractall(folder, filter="data")
-    return folder
+        tar.extractall(into, filter="data")
+    return into
 
 
 class Checkout:
@@ -252,8 +252,8 @@ def main() -> None:
         parser.error("--against REV is required (the baseline revision)")
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="cost_ab_") as tmp:
-        a = Checkout("A", args.against, unpack(args.against, Path(tmp)), args)
-        b = Checkout("B", args.rev, unpack(args.rev, Path(tmp)), args)
+        a = Checkout("A", args.against, unpack(args.against, Path(tmp) / "A"), args)
+        b = Checkout("B", args.rev, unpack(args.rev, Path(tmp) / "B"), args)
         try:
             ready = {"A": a.read(), "B": b.read()}  # both loaded the model and warmed up
             if ready["A"]["ids"] != ready["B"]["ids"]:
