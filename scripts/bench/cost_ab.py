@@ -27,7 +27,6 @@ import argparse
 import io
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -190,17 +189,17 @@ def same_scores(a: list[float], b: list[float]) -> str:
     return f"max |diff| {diff:.3g} ({sum(x != y for x, y in zip(a, b))} of {len(a)} differ)"
 
 
-def cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").is_file() else []:
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
+def this_cpu() -> str:
+    """The processor's name, as the harness's provenance gives it (imported late: each child imports its own ccviz)."""
+    from ccviz.bench.timing import cpu_name
+
+    return cpu_name()
 
 
 def report(a: Checkout, b: Checkout, ready: dict[str, Any], args: argparse.Namespace, minutes: float) -> None:
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     print(
-        f"# counter-causal cost, A/B interleaved: A = {a.commit}, B = {b.commit}; {when}; {cpu_name()}, "
+        f"# counter-causal cost, A/B interleaved: A = {a.commit}, B = {b.commit}; {when}; {this_cpu()}, "
         f"{os.cpu_count()} cores, torch {ready['torch']} ({ready['threads']} threads)"
     )
     print(
