@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import torch
 from transformers import DynamicCache
+from transformers.cache_utils import CacheLayerMixin
 
 
 @dataclass
@@ -99,7 +100,8 @@ class CacheState:
 
     def kv_bytes(self) -> int:
         """Bytes the K/V tensors of every layer hold now."""
-        return sum(layer.keys.nbytes + layer.values.nbytes for layer in self.kv.layers if layer.keys is not None)
+        return sum(layer.keys.nbytes + layer.values.nbytes for layer in self.kv.layers
+                   if isinstance(layer, CacheLayerMixin) and layer.keys is not None and layer.values is not None)
 
     def append(self, tok: torch.Tensor, pos: torch.Tensor, residuals: dict[int, torch.Tensor] | None = None) -> None:
         """Record the ids, positions (and residual rows, per layer) of tokens whose K/V the model just appended."""
@@ -114,20 +116,18 @@ class CacheState:
     def keep(self, indices: torch.Tensor) -> None:
         """Keep only the entries at ``indices`` (cache order), in every layer and every side table."""
         for layer in self.kv.layers:
-            index = indices.to(layer.keys.device)
-            layer.keys = layer.keys.index_select(-2, index)
-            layer.values = layer.values.index_select(-2, index)
+            _gather(layer, indices)
         self._keep_entries(indices)
 
     def keep_per_layer(self, rows: list[torch.Tensor], heads: list[torch.Tensor] | None = None) -> None:
         """Layer l keeps the entries ``rows[l]`` (ascending indices into the entries, a subset of what it
         holds; ``heads[l]``: bool ``[kv_heads, len(rows[l])]``, which of them each KV head keeps). One
         gather per layer for its K/V; the side tables keep the union of every layer's entries."""
+        held = self.layers
+        assert held is not None, "layers keep different entries only under a per-layer allocation"
         union = torch.unique(torch.cat(rows))
         for layer, (cached, kept) in enumerate(zip(self.kv.layers, rows)):
-            local = torch.searchsorted(self.layers.rows[layer], kept).to(cached.keys.device)  # the kept rows of its K/V
-            cached.keys = cached.keys.index_select(-2, local)
-            cached.values = cached.values.index_select(-2, local)
+            _gather(cached, torch.searchsorted(held.rows[layer], kept))  # the kept rows of its K/V
         self.layers = LayerMembership([torch.searchsorted(union, kept) for kept in rows], heads)
         self._keep_entries(union)
 
@@ -136,6 +136,22 @@ class CacheState:
         self.pos = self.pos[indices]
         self.residuals = {layer: rows[indices.to(rows.device)] for layer, rows in self.residuals.items()}
         self.extras = {name: value[indices.to(value.device)] for name, value in self.extras.items()}
+
+
+def _kv(layer: object) -> tuple[torch.Tensor, torch.Tensor]:
+    """A cache layer's keys and values ``[batch, kv_heads, entries, head_dim]``: every layer of the models ccviz
+    runs attends, so after the first forward pass each holds both."""
+    if isinstance(layer, CacheLayerMixin) and layer.keys is not None and layer.values is not None:
+        return layer.keys, layer.values
+    raise RuntimeError(f"cache layer {type(layer).__name__} holds no keys and values")
+
+
+def _gather(layer: object, index: torch.Tensor) -> None:
+    """Keep only the K/V rows (dim -2) at ``index`` of one cache layer."""
+    keys, values = _kv(layer)
+    assert isinstance(layer, CacheLayerMixin)  # as _kv found; narrows the layer for the writes below
+    index = index.to(keys.device)
+    layer.keys, layer.values = keys.index_select(-2, index), values.index_select(-2, index)
 
 
 class Candidates:
@@ -167,11 +183,11 @@ class Candidates:
     def keys(self, layer: int) -> torch.Tensor:
         """Layer ``layer``'s cached keys of the candidates, ``[batch, kv_heads, n_l, head_dim]``: n_l = n unless
         the layer holds only some candidates (a per-layer allocation; :meth:`held` says which)."""
-        return self.cache.kv.layers[layer].keys[:, :, self.cache.frozen :]
+        return _kv(self.cache.kv.layers[layer])[0][:, :, self.cache.frozen :]
 
     def values(self, layer: int) -> torch.Tensor:
         """Layer ``layer``'s cached values of the candidates, as :meth:`keys`."""
-        return self.cache.kv.layers[layer].values[:, :, self.cache.frozen :]
+        return _kv(self.cache.kv.layers[layer])[1][:, :, self.cache.frozen :]
 
     def held(self, layer: int) -> torch.Tensor | None:
         """Which candidates layer ``layer``'s K/V rows are, long ``[n_l]`` ascending indices into the

@@ -323,7 +323,8 @@ def _members(raw: dict, where: str, n: int) -> tuple[list[str] | None, list[list
         _expect(head_kept is None, f"{where}.head_kept needs layer_kept")
         return None, None
     layers = [_bits(bits, f"{where}.layer_kept[{l}]", n) for l, bits in enumerate(_list(layer_kept, f"{where}.layer_kept"))]
-    _expect(bool(layers) and np.stack(layers).any(axis=0).all(), f"{where}.layer_kept must cover every kept entry")
+    covered = bool(layers) and bool(np.stack(layers).any(axis=0).all())
+    _expect(covered, f"{where}.layer_kept must cover every kept entry")
     if head_kept is not None:
         heads = _list(head_kept, f"{where}.head_kept")
         _expect(len(heads) == len(layers), f"{where}.head_kept needs one list per layer")

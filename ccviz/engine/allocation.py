@@ -26,9 +26,12 @@ from ..errors import CcvizError
 class Scorer(Protocol):
     """What the allocation asks of a policy (:class:`ccviz.Policy` is one): whether it scores per head."""
 
-    name: str
-    head_scores: bool
-    counter_causal: bool
+    @property
+    def name(self) -> str: ...
+    @property
+    def head_scores(self) -> bool: ...
+    @property
+    def counter_causal(self) -> bool: ...
 
 
 def check_allocation(allocation: Allocation, policy: Scorer) -> None:

@@ -28,7 +28,8 @@ Options = tuple[tuple[str, Any], ...]
 class Recorded(Protocol):
     """What :meth:`RunConfig.from_trace` reads of a trace: its ``config`` object."""
 
-    config: Mapping[str, Any]
+    @property
+    def config(self) -> Mapping[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,7 @@ class RunConfig:
             kind = type(policy)
             ours = POLICIES.get(policy.name) is kind
             settings["policy_class"] = None if ours else f"{kind.__module__}:{kind.__qualname__}"
-            config = cls(policy=policy.name, policy_options=policy.options(), check_policy=ours, **settings)
+            config = cls(policy=policy.name, policy_options=_options(policy.options()), check_policy=ours, **settings)
             check_allocation(config.allocation, policy)
             return config
         return cls(policy=policy, policy_options=settings.pop("policy_options", None) or (), **settings)
@@ -145,7 +146,7 @@ class RunConfig:
         """
         policy = policy or self.build_policy()
         h = self.chunk_size if self.chunk_size is not None else max(self.cache_size // 4, 1)
-        frozen = template_prefix if self.frozen == "auto" else self.frozen
+        frozen = self.frozen if isinstance(self.frozen, int) else template_prefix  # "auto" otherwise
         if prompt_tokens is not None and self.frozen != "auto" and frozen > prompt_tokens:
             raise CcvizError(f"frozen ({frozen}) is larger than the prompt ({prompt_tokens} tokens)")
         sinks = policy.sinks if prompt_tokens is None else min(policy.sinks, prompt_tokens)
@@ -155,7 +156,7 @@ class RunConfig:
             raise CcvizError(f"allocation {self.allocation!r} keeps single tokens per layer: use granularity 'token', or allocation 'uniform' for {granularity} units")
         check_allocation(self.allocation, policy)
         return dataclasses.replace(  # the policy is at hand: it is not built again (its class may not be importable)
-            self, policy_options=policy.options(), chunk_size=h, frozen=max(frozen, sinks), recent=recent,
+            self, policy_options=_options(policy.options()), chunk_size=h, frozen=max(frozen, sinks), recent=recent,
             granularity=granularity, prefill_step=h if self.prefill_step is None else self.prefill_step,
             check_policy=False,
         )

@@ -37,9 +37,10 @@ def prepare(lm: LoadedModel, prompt: str, config: RunConfig, policy: Policy | No
     encoded = encode_prompt(lm.tokenizer, prompt, chat=config.chat)
     n = len(encoded.ids)
     resolved = config.resolved(policy, template_prefix=encoded.template_prefix, prompt_tokens=n)
-    limit = lm.max_positions
-    if resolved.chunk_size > limit:
-        raise CcvizError(f"chunk size h ({resolved.chunk_size}) exceeds the model's context of {limit} positions")
+    limit, h = lm.max_positions, resolved.chunk_size
+    assert h is not None, "resolved() makes it concrete"
+    if h > limit:
+        raise CcvizError(f"chunk size h ({h}) exceeds the model's context of {limit} positions")
     if n + config.max_new_tokens > limit:
         raise CcvizError(
             f"the prompt has {n} tokens; with {config.max_new_tokens} new tokens that exceeds the model's "
@@ -66,7 +67,8 @@ def run_generation(
     """
     prepared = prepare(lm, prompt, config, policy)
     session = CacheSession(lm, prepared.config, policy=policy, on_refresh=on_refresh, prompt_length=len(prepared.prompt_ids))
-    prompt_ids, generated = prepared.prompt_ids, []
+    prompt_ids = prepared.prompt_ids
+    generated: list[int] = []
     try:
         stop_reason = _loop(session, prompt_ids, generated, eos_ids(lm), progress, should_stop)
     except CcvizError:
@@ -101,6 +103,7 @@ def _loop(session: CacheSession, prompt: list[int], generated: list[int], eos: s
         logits = session.feed(prompt[start : start + session.next_pass_length()])
         report()
     sampler = Sampler(config)
+    assert logits is not None, "the prompt is never empty (encode_prompt refuses one): the loop above fed it"
     generated.append(sampler.pick(logits))
     while True:
         if config.stop_at_eos and generated[-1] in eos:

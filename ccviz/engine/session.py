@@ -14,7 +14,7 @@ over a session; teacher-forced perplexity, the efficiency measures, the benchmar
 from __future__ import annotations
 
 import time
-from typing import Sequence
+from typing import Any, Sequence
 
 import torch
 
@@ -57,11 +57,15 @@ class CacheSession:
         if policy is not None and policy.name != config.policy:
             raise CcvizError(f"the policy instance is {policy.name!r} but the config names {config.policy!r}")
         self.config = config.resolved(self.policy, prompt_tokens=prompt_length)  # sinks bounded by the prompt, as in prepare
+        h, step, frozen = self.config.chunk_size, self.config.prefill_step, self.config.frozen
+        assert h is not None and step is not None and isinstance(frozen, int), "resolved() makes them concrete"
+        self.chunk_size, self.prefill_step = h, step
         self.on_refresh = on_refresh
         from transformers import DynamicCache
 
-        self.cache = CacheState(kv=DynamicCache(), frozen=self.config.frozen)
-        model_config = lm.model.config
+        self.cache = CacheState(kv=DynamicCache(), frozen=frozen)
+        model: Any = lm.model  # a transformers model: its config and embeddings are not typed on torch.nn.Module
+        model_config = model.config
         self.query_heads = int(model_config.num_attention_heads)
         kv_heads = int(getattr(model_config, "num_key_value_heads", None) or self.query_heads)
         num_layers = len(decoder_layers(lm.model))
@@ -72,12 +76,12 @@ class CacheSession:
         self.per_head = allocation != "uniform" and self.policy.head_scores
         self.processed = 0  # tokens fed so far = the position of the next one
         self.refresh_pending = False  # a refresh fell due and waits for refresh() (feed(..., refresh=False))
-        self.vocab_size = int(lm.model.get_input_embeddings().num_embeddings)
+        self.vocab_size = int(model.get_input_embeddings().num_embeddings)
         self.selector = SurvivorSelector(self.config, lm.tokenizer, self.vocab_size, num_layers)
         self.phase: Phase = "prefill"
         self.recorder = TraceRecorder(lm.tokenizer, lm.name, self.config.to_dict(), prompt_length)
         # The policy and its companions all watch every forward pass; one capture serves them all.
-        scorers = companions(self.policy, self.config.chunk_size) if self.config.record == "all" else []
+        scorers = companions(self.policy, self.chunk_size) if self.config.record == "all" else []
         self.companions: list[Policy] = scorers
         self.observers = [self.policy, *scorers, *observers]
         self.residual_layers = sorted({layer for p in self.observers for layer in p.residual_layers(num_layers)})
@@ -97,8 +101,8 @@ class CacheSession:
 
     def next_pass_length(self) -> int:
         """Tokens the next forward pass takes at most: up to the next refresh, and at most the prefill step."""
-        h = self.config.chunk_size
-        return min(h - self.processed % h, self.config.prefill_step)
+        h = self.chunk_size
+        return min(h - self.processed % h, self.prefill_step)
 
     def feed(self, token_ids: Sequence[int], *, phase: Phase = "prefill", all_logits: bool = False,
              refresh: bool = True) -> torch.Tensor:
@@ -136,7 +140,7 @@ class CacheSession:
             end = start + self.next_pass_length()
             outputs.append(self._forward(ids[start:end], tokens[start:end], all_logits))
             start = end
-            if self.processed % self.config.chunk_size == 0:
+            if self.processed % self.chunk_size == 0:
                 if refresh or start < len(ids):
                     self.refresh()
                 else:
@@ -199,6 +203,7 @@ class CacheSession:
         :meth:`visible_candidates`); a per-token score as it is."""
         if score.dim() == 1:
             return score
+        assert visible is not None, "per-head scores come under a per-layer allocation, which has the visibility"
         seen = visible.permute(2, 0, 1).to(score.dtype)
         return (score * seen).sum(dim=(1, 2)) / seen.sum(dim=(1, 2)).clamp(min=1)
 
@@ -227,14 +232,14 @@ class CacheSession:
         visible = self.visible_candidates()  # computed once: the policy, its companions and the eviction read it
         shared = time.perf_counter() - started
         # Companion signals see the same candidates; they are not timed as part of the policy's refresh.
-        recorded = {scorer.signal: self.per_candidate(self._score(scorer, view), visible).tolist()
+        recorded = {_signal(scorer): self.per_candidate(self._score(scorer, view), visible).tolist()
                     for scorer in self.companions}
         started = time.perf_counter() - shared
         scores: dict[str, list[float]] = {}
         units = None
         if policy.evicts:
             score = self._score(policy, view)
-            scores[policy.signal] = self.per_candidate(score, visible).tolist()
+            scores[_signal(policy)] = self.per_candidate(score, visible).tolist()
             units = self.selector.units(view.tok)
             if units is not None:  # what ranked each candidate: its unit's pooled score
                 scores[f"{policy.signal}:{config.granularity}"] = pool_scores(score, units, config.pool)[units].tolist()
@@ -248,3 +253,10 @@ class CacheSession:
     def finish(self, stop_reason: str, *, pending: Sequence[int] = (), error: str | None = None) -> Trace:
         """The final trace; ``pending`` are generated tokens never fed (a run's last pick)."""
         return self.recorder.finish(stop_reason, pending=pending, error=error)
+
+
+def _signal(scorer: Policy) -> str:
+    """The name ``scorer``'s scores are recorded under (register_policy refuses an evicting policy without one)."""
+    if scorer.signal is None:
+        raise CcvizError(f"policy {scorer.name!r} evicts, so it needs a signal: the name its scores are recorded under")
+    return scorer.signal

@@ -61,8 +61,8 @@ def load_tokenizer(name_or_path: str | None = None):
 
     quiet_transformers()
     model_name(name_or_path)  # a bad folder fails here, in one line
-    builtin = name_or_path in (None, "", TINY_MODEL, DEFAULT_MODEL)
-    path = converted_default() if builtin else Path(name_or_path).expanduser()
+    builtin = (None, "", TINY_MODEL, DEFAULT_MODEL)
+    path = converted_default() if name_or_path in builtin else Path(name_or_path).expanduser()
     try:
         return AutoTokenizer.from_pretrained(path)
     except (OSError, ValueError) as err:
@@ -90,8 +90,8 @@ def load_model(name_or_path: str | None = None, *, device: Device | str = "cpu",
         loaded.model.to(device=target_device, dtype=_TORCH_DTYPES[dtype])
         return loaded
     name = model_name(name_or_path)
-    embedded = name_or_path in (None, "", DEFAULT_MODEL)
-    path = converted_default() if embedded else Path(name_or_path).expanduser()
+    embedded = (None, "", DEFAULT_MODEL)
+    path = converted_default() if name_or_path in embedded else Path(name_or_path).expanduser()
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     try:
@@ -99,5 +99,5 @@ def load_model(name_or_path: str | None = None, *, device: Device | str = "cpu",
         model = AutoModelForCausalLM.from_pretrained(path, dtype=_TORCH_DTYPES[dtype], attn_implementation="sdpa")
     except (OSError, ValueError) as err:
         raise CcvizError(f"cannot load the model from {path}: {_first_line(err)}") from None
-    model.to(target_device).eval().requires_grad_(False)
+    model.to(target_device).eval().requires_grad_(False)  # type: ignore[arg-type]  # @wraps'd .to loses self binding
     return LoadedModel(model=model, tokenizer=tokenizer, name=name)
