@@ -32,7 +32,7 @@ class LayerMembership:
     heads: list[torch.Tensor] | None = None
 
     @classmethod
-    def empty(cls, num_layers: int, kv_heads: int | None = None) -> "LayerMembership":
+    def empty(cls, num_layers: int, kv_heads: int | None = None) -> LayerMembership:
         rows = [torch.empty(0, dtype=torch.long) for _ in range(num_layers)]
         heads = None if kv_heads is None else [torch.empty(kv_heads, 0, dtype=torch.bool) for _ in range(num_layers)]
         return cls(rows, heads)
@@ -91,7 +91,9 @@ class CacheState:
     frozen: int
     tok: torch.Tensor = field(default_factory=lambda: torch.empty(0, dtype=torch.long))
     pos: torch.Tensor = field(default_factory=lambda: torch.empty(0, dtype=torch.long))
-    residuals: dict[int, torch.Tensor] = field(default_factory=dict)  # layer l -> H^(l) [n, d_model], when a policy asks
+    residuals: dict[int, torch.Tensor] = field(
+        default_factory=dict
+    )  # layer l -> H^(l) [n, d_model], when a policy asks
     extras: dict[str, torch.Tensor] = field(default_factory=dict)  # per-policy state, one value per entry (dim 0)
     layers: LayerMembership | None = None  # None: every layer holds every entry (allocation "uniform")
 
@@ -100,8 +102,11 @@ class CacheState:
 
     def kv_bytes(self) -> int:
         """Bytes the K/V tensors of every layer hold now."""
-        return sum(layer.keys.nbytes + layer.values.nbytes for layer in self.kv.layers
-                   if isinstance(layer, CacheLayerMixin) and layer.keys is not None and layer.values is not None)
+        return sum(
+            layer.keys.nbytes + layer.values.nbytes
+            for layer in self.kv.layers
+            if isinstance(layer, CacheLayerMixin) and layer.keys is not None and layer.values is not None
+        )
 
     def append(self, tok: torch.Tensor, pos: torch.Tensor, residuals: dict[int, torch.Tensor] | None = None) -> None:
         """Record the ids, positions (and residual rows, per layer) of tokens whose K/V the model just appended."""

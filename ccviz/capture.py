@@ -15,8 +15,9 @@ without a capture (or with one that asks for nothing) cost one dictionary lookup
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable, Literal
+from typing import Literal
 
 import torch
 
@@ -53,7 +54,9 @@ class Capture:
     """
 
     residual_layers: tuple[int, ...] = ()  # layers whose input rows H^(l) to record
-    residuals: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> [chunk, d_model], the stream entering it
+    residuals: dict[int, torch.Tensor] = field(
+        default_factory=dict
+    )  # layer -> [chunk, d_model], the stream entering it
     # layer -> the row counts asked for (newest query rows; None: every query of the pass)
     attention_rows: dict[int, tuple[int | None, ...]] = field(default_factory=dict)
     # (layer, rows) -> [rows, cache length] float32: attention weights averaged over all query heads
@@ -65,8 +68,15 @@ class Capture:
     entries: int = 0  # the cache's entries after the pass (with columns)
 
     @classmethod
-    def for_needs(cls, model: torch.nn.Module, needs: Iterable[AttentionNeed], residual_layers: Iterable[int] = (), *,
-                  per_head: bool = False, **layout) -> "Capture":
+    def for_needs(
+        cls,
+        model: torch.nn.Module,
+        needs: Iterable[AttentionNeed],
+        residual_layers: Iterable[int] = (),
+        *,
+        per_head: bool = False,
+        **layout,
+    ) -> Capture:
         """A capture serving every need; each need gets its own tensor, computed exactly as if it were alone.
 
         (Reading one row out of a bigger computation can differ in the last bit, and a recorded
@@ -79,8 +89,12 @@ class Capture:
         for need in needs:
             for layer in range(last + 1) if need.layers == "all" or per_head else (last,):
                 rows.setdefault(layer, set()).add(need.rows)
-        return cls(residual_layers=tuple(sorted(set(residual_layers))), attention_rows={layer: tuple(r) for layer, r in rows.items()},
-                   per_head=per_head, **layout)
+        return cls(
+            residual_layers=tuple(sorted(set(residual_layers))),
+            attention_rows={layer: tuple(r) for layer, r in rows.items()},
+            per_head=per_head,
+            **layout,
+        )
 
     def weights(self, model: torch.nn.Module, need: AttentionNeed, layer: int = -1) -> torch.Tensor:
         """[rows, cache length]: what ``need`` asked for at ``layer`` (negative: from the end) in this pass,
@@ -99,7 +113,12 @@ def decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList:
 
 
 def attention_weights(
-    query: torch.Tensor, key: torch.Tensor, mask: torch.Tensor | None, scaling: float, rows: int | None, per_head: bool = False
+    query: torch.Tensor,
+    key: torch.Tensor,
+    mask: torch.Tensor | None,
+    scaling: float,
+    rows: int | None,
+    per_head: bool = False,
 ) -> torch.Tensor:
     """softmax(qK^T * scaling + mask) in float32 for the newest ``rows`` queries, averaged over query heads.
 

@@ -18,7 +18,9 @@ Variant = Literal["full", "fast", "fast_mlp"]  # which layers the counter-causal
 SurpriseScore = Literal["logit", "logprob", "contrast"]
 Granularity = Literal["token", "word", "sentence"]  # the unit a refresh keeps or evicts whole (ccviz.engine.units)
 Pool = Literal["max", "mean"]  # how a unit's score is made from its tokens' scores
-Allocation = Literal["uniform", "pyramid", "adaptive"]  # how the budget is split over layers and KV heads (ccviz.engine.allocation)
+Allocation = Literal[
+    "uniform", "pyramid", "adaptive"
+]  # how the budget is split over layers and KV heads (ccviz.engine.allocation)
 
 RECORDS: tuple[str, ...] = get_args(Record)
 PHASES: tuple[str, ...] = get_args(Phase)

@@ -8,8 +8,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from .choices import ALLOCATIONS, DEVICES, DTYPES, GRANULARITIES, POOLS, RECORDS
 from .errors import CcvizError
@@ -46,17 +46,37 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--temperature", type=float, default=1.0)
     run.add_argument("--top-p", type=float, default=1.0)
     run.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="policy option (repeatable)")
-    run.add_argument("--record", default="policy", choices=RECORDS,
-                     help="scores kept in the trace: the policy's own, or also the cheap companion signals")
-    run.add_argument("--granularity", choices=GRANULARITIES,
-                     help="the unit a refresh keeps or evicts whole: a token, a word or a sentence (default: the policy's)")
-    run.add_argument("--pool", default="max", choices=POOLS,
-                     help="a word's or sentence's score: the max or the mean of its tokens' scores")
-    run.add_argument("--allocation", default="uniform", choices=ALLOCATIONS,
-                     help="the budget over layers and KV heads: the same J everywhere (uniform), shrinking with depth "
-                          "(pyramid, PyramidKV) or shared across each layer's KV heads (adaptive, Ada-KV)")
-    run.add_argument("--pyramid-beta", type=float, default=20.0, metavar="BETA",
-                     help="pyramid: the last layer keeps (J - recent) / BETA scored entries, the first the rest of twice that mean")
+    run.add_argument(
+        "--record",
+        default="policy",
+        choices=RECORDS,
+        help="scores kept in the trace: the policy's own, or also the cheap companion signals",
+    )
+    run.add_argument(
+        "--granularity",
+        choices=GRANULARITIES,
+        help="the unit a refresh keeps or evicts whole: a token, a word or a sentence (default: the policy's)",
+    )
+    run.add_argument(
+        "--pool",
+        default="max",
+        choices=POOLS,
+        help="a word's or sentence's score: the max or the mean of its tokens' scores",
+    )
+    run.add_argument(
+        "--allocation",
+        default="uniform",
+        choices=ALLOCATIONS,
+        help="the budget over layers and KV heads: the same J everywhere (uniform), shrinking with depth "
+        "(pyramid, PyramidKV) or shared across each layer's KV heads (adaptive, Ada-KV)",
+    )
+    run.add_argument(
+        "--pyramid-beta",
+        type=float,
+        default=20.0,
+        metavar="BETA",
+        help="pyramid: the last layer keeps (J - recent) / BETA scored entries, the first the rest of twice that mean",
+    )
     run.add_argument("--out", type=Path, help="save the trace as JSON")
 
     explain = sub.add_parser("explain", help="why a token was kept or evicted at a refresh of a saved trace")
@@ -112,7 +132,9 @@ class _ProgressBar:
         self.last = now
         width = 30
         filled = int(width * processed / max(total, 1))
-        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {processed}/{total} tokens, {refreshes} refreshes")
+        sys.stderr.write(
+            f"\r[{'#' * filled}{'.' * (width - filled)}] {processed}/{total} tokens, {refreshes} refreshes"
+        )
         sys.stderr.flush()
 
     def close(self) -> None:
@@ -135,8 +157,11 @@ def _summary(trace) -> str:
     last = trace.cycles[-1] if trace.cycles else None
     if last is not None and last.num_layers:
         sizes = [len(last.kept_by(layer)) for layer in range(last.num_layers)]
-        lines.insert(3, f"per layer: {sizes[0]} entries in the first, {sizes[-1]} in the last (of {last.num_layers}); "
-                        f"the final cache counts what any layer holds")
+        lines.insert(
+            3,
+            f"per layer: {sizes[0]} entries in the first, {sizes[-1]} in the last (of {last.num_layers}); "
+            f"the final cache counts what any layer holds",
+        )
     return "\n".join(lines)
 
 
@@ -161,11 +186,23 @@ def _cmd_run(args: argparse.Namespace) -> None:
 
     prompt = _read_prompt(args)
     config = RunConfig(  # every setting is checked here, before the model loads
-        policy=args.policy, policy_options=_parse_options(args.option), cache_size=args.cache_size,
-        chunk_size=args.chunk_size, frozen=args.frozen, recent=args.recent, max_new_tokens=args.max_new_tokens,
-        chat=not args.raw, seed=args.seed, do_sample=args.sample, temperature=args.temperature, top_p=args.top_p,
-        record=args.record, granularity=args.granularity, pool=args.pool,
-        allocation=args.allocation, pyramid_beta=args.pyramid_beta,
+        policy=args.policy,
+        policy_options=_parse_options(args.option),
+        cache_size=args.cache_size,
+        chunk_size=args.chunk_size,
+        frozen=args.frozen,
+        recent=args.recent,
+        max_new_tokens=args.max_new_tokens,
+        chat=not args.raw,
+        seed=args.seed,
+        do_sample=args.sample,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        record=args.record,
+        granularity=args.granularity,
+        pool=args.pool,
+        allocation=args.allocation,
+        pyramid_beta=args.pyramid_beta,
     )
     lm = load_model(args.model, device=args.device, dtype=args.dtype)
     bar = _ProgressBar()
@@ -206,7 +243,9 @@ def _cmd_explain(args: argparse.Namespace) -> None:
             raise CcvizError(f"nothing up to refresh {refresh} contains {args.find!r}")
         token = found[0]
         if len(found) > 1:
-            note = f"(the first of {len(found)} matching tokens: {', '.join(map(str, found[:12]))}; pick one with --token)"
+            note = (
+                f"(the first of {len(found)} matching tokens: {', '.join(map(str, found[:12]))}; pick one with --token)"
+            )
     explanation = explain_without_replay(trace, refresh, token)  # no model needed for these
     if explanation is None:
         explanation = explain_token(load_model(args.model, device=args.device, dtype=args.dtype), trace, refresh, token)

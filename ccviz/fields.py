@@ -80,14 +80,29 @@ def _field(rule: Rule, default: Any) -> Any:
     return dataclasses.field(default=default, metadata={RULE: rule})
 
 
-def whole(label: str, minimum: int | None = 0, *, default: Any = MISSING, maximum: int | None = None,
-          optional: bool = False, words: tuple[str, ...] = (), odd: bool = False, each: bool = False) -> Any:
+def whole(
+    label: str,
+    minimum: int | None = 0,
+    *,
+    default: Any = MISSING,
+    maximum: int | None = None,
+    optional: bool = False,
+    words: tuple[str, ...] = (),
+    odd: bool = False,
+    each: bool = False,
+) -> Any:
     """A whole-number field of at least ``minimum`` (``each``: a tuple of them)."""
     return _field(Rule(label, "whole", minimum, maximum, optional=optional, words=words, odd=odd, each=each), default)
 
 
-def number(label: str, minimum: float | None = None, maximum: float | None = None, *, default: Any = MISSING,
-           each: bool = False) -> Any:
+def number(
+    label: str,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    *,
+    default: Any = MISSING,
+    each: bool = False,
+) -> Any:
     """A finite real-number field, whole numbers accepted too (``each``: a tuple of them)."""
     return _field(Rule(label, "number", minimum, maximum, each=each), default)
 
@@ -97,8 +112,9 @@ def flag(label: str, *, default: bool) -> Any:
     return _field(Rule(label, "flag"), default)
 
 
-def choice(label: str, choices: tuple[Any, ...], *, default: Any = MISSING, optional: bool = False,
-           each: bool = False) -> Any:
+def choice(
+    label: str, choices: tuple[Any, ...], *, default: Any = MISSING, optional: bool = False, each: bool = False
+) -> Any:
     """A field taking one of ``choices`` (see :mod:`ccviz.choices`); ``optional``: None too (a default resolved
     later); ``each``: a tuple of them."""
     return _field(Rule(label, "choice", choices=tuple(choices), optional=optional, each=each), default)

@@ -9,7 +9,7 @@ piece's length, ``"İ".lower()`` is two characters, and then needs a second map 
 from __future__ import annotations
 
 import re
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 

@@ -36,7 +36,9 @@ def load_plugins(modules: tuple[str, ...] | None = None) -> tuple[str, ...]:
         try:
             importlib.import_module(name)
         except Exception as err:  # an ImportError or the module's own failure: say which module
-            raise CcvizError(f"cannot load the plugin {name!r} from {PLUGINS_ENV}: {type(err).__name__}: {err}") from None
+            raise CcvizError(
+                f"cannot load the plugin {name!r} from {PLUGINS_ENV}: {type(err).__name__}: {err}"
+            ) from None
     for entry in _entry_points(tuple(sys.path)):
         _load_entry_point(entry)
     return modules

@@ -35,7 +35,9 @@ def check_options(variant: Variant, score: SurpriseScore, min_gap: int, from_lay
     check_whole("from_layer", from_layer, 0)
     check_whole("window", window, 0)
     if from_layer and variant != "full":
-        raise CcvizError(f"from_layer is an option of variant 'full' (the {variant!r} variant starts at the last layer)")
+        raise CcvizError(
+            f"from_layer is an option of variant 'full' (the {variant!r} variant starts at the last layer)"
+        )
     check_window(min_gap, window)
 
 
@@ -77,12 +79,15 @@ def _unbanded(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, scale: 
     """
     n = q.shape[-2]
     q_rev, k_rev, v_rev = q.flip(-2)[:, :, shift:], keys.flip(-2)[:, :, : n - shift], values.flip(-2)[:, :, : n - shift]
-    seen = F.scaled_dot_product_attention(q_rev, k_rev, v_rev, is_causal=True, scale=scale,
-                                          enable_gqa=q.shape[1] != keys.shape[1])
+    seen = F.scaled_dot_product_attention(
+        q_rev, k_rev, v_rev, is_causal=True, scale=scale, enable_gqa=q.shape[1] != keys.shape[1]
+    )
     return seen.flip(-2)  # reversed row a is entry n - 1 - shift - a
 
 
-def _banded(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, scale: float, shift: int, window: int) -> torch.Tensor:
+def _banded(
+    q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, scale: float, shift: int, window: int
+) -> torch.Tensor:
     """Entry i sees only j in [i + shift, i + window]: O(n * window) time and memory, no n x n mask.
 
     Queries go in blocks of ``width = window - shift + 1`` rows; block b reads the ``2 * width - 1``
@@ -97,13 +102,18 @@ def _banded(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, scale: fl
     rows = blocks * width
     qb = F.pad(q[0, :, : n - shift], (0, 0, 0, rows - (n - shift))).view(heads, blocks, width, d).transpose(0, 1)
     padded = rows - width + span  # keys read from entry `shift` on, padded past the last entry
-    unfold = lambda t: F.pad(t[0, :, shift:], (0, 0, 0, padded - (n - shift))).unfold(1, span, width).permute(1, 0, 3, 2)  # noqa: E731
+    unfold = lambda t: (
+        F.pad(t[0, :, shift:], (0, 0, 0, padded - (n - shift))).unfold(1, span, width).permute(1, 0, 3, 2)
+    )  # noqa: E731
     offset = torch.arange(span, device=q.device)
-    band = (offset[None] >= torch.arange(width, device=q.device)[:, None]) & (offset[None] < torch.arange(width, device=q.device)[:, None] + width)
+    band = (offset[None] >= torch.arange(width, device=q.device)[:, None]) & (
+        offset[None] < torch.arange(width, device=q.device)[:, None] + width
+    )
     inside = (torch.arange(blocks, device=q.device)[:, None] * width + offset[None]) < n - shift  # [blocks, span]
     mask = band[None, None] & inside[:, None, None]
-    seen = F.scaled_dot_product_attention(qb, unfold(keys), unfold(values), attn_mask=mask, scale=scale,
-                                          enable_gqa=heads != keys.shape[1])
+    seen = F.scaled_dot_product_attention(
+        qb, unfold(keys), unfold(values), attn_mask=mask, scale=scale, enable_gqa=heads != keys.shape[1]
+    )
     return seen.transpose(0, 1).reshape(1, heads, rows, d)[:, :, : n - shift]
 
 
@@ -152,16 +162,24 @@ def _counter_causal_attention(
     return attn.o_proj(out).float()
 
 
-def _subset(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, scale: float, shift: int, window: int,
-            columns: torch.Tensor) -> torch.Tensor:
+def _subset(
+    q: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    scale: float,
+    shift: int,
+    window: int,
+    columns: torch.Tensor,
+) -> torch.Tensor:
     """Rows i of ``q`` ``[1, heads, rows, d]`` over the keys of the entries ``columns`` ``[k]`` (K/V
     ``[1, kv_heads, k, d]``), each seeing the entries j >= i + shift (and, with a ``window``, j <= i +
     window) that the keys hold: an explicit ``[rows, k]`` mask, O(rows x k)."""
     i = torch.arange(q.shape[-2], device=q.device)[:, None]
     j = columns.to(q.device)[None]
     visible = (j >= i + shift) & ((j <= i + window) if window else True)
-    seen = F.scaled_dot_product_attention(q, keys, values, attn_mask=visible[None, None], scale=scale,
-                                          enable_gqa=q.shape[1] != keys.shape[1])
+    seen = F.scaled_dot_product_attention(
+        q, keys, values, attn_mask=visible[None, None], scale=scale, enable_gqa=q.shape[1] != keys.shape[1]
+    )
     return torch.where(visible.any(-1)[None, None, :, None], seen, 0.0)  # a row that sees nothing reads nothing
 
 
@@ -222,7 +240,7 @@ def _residual_stream(
     return x
 
 
-_blind_memo: "weakref.WeakKeyDictionary[torch.nn.Module, torch.Tensor]" = weakref.WeakKeyDictionary()
+_blind_memo: weakref.WeakKeyDictionary[torch.nn.Module, torch.Tensor] = weakref.WeakKeyDictionary()
 
 
 def _blind_logits(model, kv, tok, pos, hidden, variant, first) -> torch.Tensor:
@@ -287,8 +305,14 @@ def surprise_from_cache(
     return surprise
 
 
-def _attention_row_weights(layer: torch.nn.Module, x: torch.Tensor, keys: torch.Tensor, pos: torch.Tensor,
-                           model: torch.nn.Module, visible: torch.Tensor) -> torch.Tensor:
+def _attention_row_weights(
+    layer: torch.nn.Module,
+    x: torch.Tensor,
+    keys: torch.Tensor,
+    pos: torch.Tensor,
+    model: torch.nn.Module,
+    visible: torch.Tensor,
+) -> torch.Tensor:
     """Softmax attention probabilities, float32 ``[heads, rows, n]``, of the queries of ``x`` ``[1, rows, hidden]``
     (at positions ``pos`` ``[rows]``) over ``keys`` ``[1, kv_heads, n, d]``, restricted to ``visible``
     ``[rows, n]`` (bool); a row that sees nothing is all zeros, as its attention output is."""
@@ -327,12 +351,19 @@ def counter_causal_weights(
     x = _residual_stream(model, kv, tok, pos, hidden, variant, min_gap, first, window, until=last)
     j = torch.arange(tok.numel(), device=tok.device)
     visible = (j > row + min_gap) & ((j <= row + window) if window else torch.ones_like(j, dtype=torch.bool))
-    return _attention_row_weights(decoder_layers(model)[last], x[:, row : row + 1], kv[last][0], pos[row : row + 1], model, visible[None])[:, 0]
+    return _attention_row_weights(
+        decoder_layers(model)[last], x[:, row : row + 1], kv[last][0], pos[row : row + 1], model, visible[None]
+    )[:, 0]
 
 
 @torch.inference_mode()
 def causal_weights_received(
-    model: torch.nn.Module, keys: torch.Tensor, pos: torch.Tensor, hidden: torch.Tensor, *, column: int,
+    model: torch.nn.Module,
+    keys: torch.Tensor,
+    pos: torch.Tensor,
+    hidden: torch.Tensor,
+    *,
+    column: int,
 ) -> torch.Tensor:
     """The causal attention entry ``column`` receives in the model's last layer: float32 ``[heads, n]``,
     row j = how much entry j's query puts on it (zero for j < column).
@@ -350,7 +381,11 @@ def causal_weights_received(
 
 @torch.inference_mode()
 def causal_pass(
-    model: torch.nn.Module, input_ids: torch.Tensor, position_ids: torch.Tensor, *, residual_layer: int = -1,
+    model: torch.nn.Module,
+    input_ids: torch.Tensor,
+    position_ids: torch.Tensor,
+    *,
+    residual_layer: int = -1,
 ) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor | None]:
     """Run the ordinary causal pass; return every layer's (K, V) and the rows of the residual stream
     entering ``residual_layer`` (negative: from the end; default H^(L-1); None for layer 0, the embeddings)."""
@@ -361,8 +396,12 @@ def causal_pass(
     cache, capture = DynamicCache(), Capture(residual_layers=(layer,) if layer else ())
     device = next(model.parameters()).device
     model(
-        input_ids=input_ids.to(device), position_ids=position_ids.to(device), past_key_values=cache,
-        use_cache=True, logits_to_keep=1, **{CAPTURE_KWARG: capture},
+        input_ids=input_ids.to(device),
+        position_ids=position_ids.to(device),
+        past_key_values=cache,
+        use_cache=True,
+        logits_to_keep=1,
+        **{CAPTURE_KWARG: capture},
     )
     return [(layer.keys, layer.values) for layer in cache.layers], capture.residuals.get(layer)
 
@@ -396,6 +435,14 @@ def counter_causal_surprise(
     kv, hidden = causal_pass(model, input_ids, position_ids, residual_layer=first)
     device = next(model.parameters()).device
     return surprise_from_cache(
-        model, kv, input_ids[0].to(device), position_ids[0].to(device), hidden,
-        variant=variant, score=score, min_gap=min_gap, from_layer=from_layer, window=window,
+        model,
+        kv,
+        input_ids[0].to(device),
+        position_ids[0].to(device),
+        hidden,
+        variant=variant,
+        score=score,
+        min_gap=min_gap,
+        from_layer=from_layer,
+        window=window,
     )

@@ -7,7 +7,7 @@ and a no-eviction H2O run (J = h = document length) that also records the compan
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -51,7 +51,17 @@ def document_attention(
     """
     n = len(encode_prompt(lm.tokenizer, prompt, chat=chat).ids)
     return generate(
-        lm, prompt, policy="h2o", cache_size=n, chunk_size=n, frozen=frozen, chat=chat, max_new_tokens=1,
-        record="all", prefill_step=ATTENTION_STEP, progress=progress, should_stop=should_stop,
+        lm,
+        prompt,
+        policy="h2o",
+        cache_size=n,
+        chunk_size=n,
+        frozen=frozen,
+        chat=chat,
+        max_new_tokens=1,
+        record="all",
+        prefill_step=ATTENTION_STEP,
+        progress=progress,
+        should_stop=should_stop,
         on_refresh=on_refresh,
     )

@@ -142,7 +142,9 @@ class Trace:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         for cycle in data["cycles"]:
-            cycle["scores"] = {name: [_encode_float(float(v)) for v in values] for name, values in cycle["scores"].items()}
+            cycle["scores"] = {
+                name: [_encode_float(float(v)) for v in values] for name, values in cycle["scores"].items()
+            }
         return {"schema_version": data.pop("schema_version"), **data}
 
     def to_json(self) -> str:
@@ -152,7 +154,7 @@ class Trace:
         Path(path).write_text(self.to_json(), encoding="utf-8")
 
     @classmethod
-    def from_json(cls, text: str | bytes) -> "Trace":
+    def from_json(cls, text: str | bytes) -> Trace:
         _expect_size(len(text))
         try:
             data = json.loads(text, parse_constant=_reject_constant)
@@ -163,7 +165,7 @@ class Trace:
         return cls.from_dict(data)
 
     @classmethod
-    def load(cls, path: str | Path) -> "Trace":
+    def load(cls, path: str | Path) -> Trace:
         path = Path(path)
         try:
             _expect_size(path.stat().st_size)
@@ -173,7 +175,7 @@ class Trace:
         return cls.from_json(raw)
 
     @classmethod
-    def from_dict(cls, data: Any) -> "Trace":
+    def from_dict(cls, data: Any) -> Trace:
         """Validate everything before building: a bad file fails here, never half-way through a figure."""
         _expect(isinstance(data, dict), "the top level must be a JSON object")
         try:  # a lone surrogate escape ("\ud800") is valid JSON but no text can be shown or saved
@@ -185,7 +187,16 @@ class Trace:
             version in READABLE_VERSIONS,
             f"schema_version is {version!r}, this ccviz reads versions {' and '.join(map(str, READABLE_VERSIONS))}",
         )
-        for key in ("config", "tokens", "cycles", "output_text", "timings", "peak_cache_length", "status", "stop_reason"):
+        for key in (
+            "config",
+            "tokens",
+            "cycles",
+            "output_text",
+            "timings",
+            "peak_cache_length",
+            "status",
+            "stop_reason",
+        ):
             _expect(key in data, f"missing field {key!r}")
         config = data["config"]
         _expect(isinstance(config, dict), "'config' must be an object")
@@ -197,7 +208,10 @@ class Trace:
         for name, value in timings.items():
             _expect(is_number(value) and math.isfinite(value), f"timings.{name} must be a finite number")
         _expect(isinstance(data["output_text"], str), "'output_text' must be a string")
-        _expect(is_whole(data["peak_cache_length"]) and data["peak_cache_length"] >= 0, "'peak_cache_length' must be a non-negative integer")
+        _expect(
+            is_whole(data["peak_cache_length"]) and data["peak_cache_length"] >= 0,
+            "'peak_cache_length' must be a non-negative integer",
+        )
         peak_bytes = data.get("peak_cache_bytes", 0)
         _expect(is_whole(peak_bytes) and peak_bytes >= 0, "'peak_cache_bytes' must be a non-negative integer")
         _expect(data["status"] in STATUSES, f"'status' must be one of {', '.join(STATUSES)}")
@@ -236,7 +250,7 @@ def _expect_size(size: int) -> None:
 
 
 def _reject_constant(name: str) -> None:
-    raise ValueError(f"{name} is not allowed (write infinite scores as \"inf\")")
+    raise ValueError(f'{name} is not allowed (write infinite scores as "inf")')
 
 
 def _expect(condition: bool, message: str) -> None:
@@ -262,7 +276,10 @@ def _token(i: int, raw: Any) -> TokenRecord:
 
 def _timesteps(value: Any, where: str, n_tokens: int) -> list[int]:
     items = _list(value, where)
-    _expect(all(is_whole(t) and 0 <= t < n_tokens for t in items), f"{where} must hold timesteps between 0 and {n_tokens - 1}")
+    _expect(
+        all(is_whole(t) and 0 <= t < n_tokens for t in items),
+        f"{where} must hold timesteps between 0 and {n_tokens - 1}",
+    )
     _expect(all(a < b for a, b in zip(items, items[1:])), f"{where} must be in increasing position order")
     return items
 
@@ -270,7 +287,7 @@ def _timesteps(value: Any, where: str, n_tokens: int) -> list[int]:
 def _score(value: Any, where: str) -> float:
     if value in ("inf", "-inf"):
         return float(value)
-    _expect(is_number(value) and math.isfinite(value), f"{where} must be a finite number, \"inf\" or \"-inf\"")
+    _expect(is_number(value) and math.isfinite(value), f'{where} must be a finite number, "inf" or "-inf"')
     return float(value)
 
 
@@ -289,25 +306,44 @@ def _cycle(i: int, raw: Any, n_tokens: int) -> Cycle:
     scores = {}
     for name, values in scores_raw.items():
         values = _list(values, f"{where}.scores.{name}")
-        _expect(len(values) == len(candidates), f"{where}.scores.{name} has {len(values)} values for {len(candidates)} candidates")
+        _expect(
+            len(values) == len(candidates),
+            f"{where}.scores.{name} has {len(values)} values for {len(candidates)} candidates",
+        )
         scores[name] = [_score(v, f"{where}.scores.{name}[{j}]") for j, v in enumerate(values)]
-    _expect(is_number(raw["seconds"]) and math.isfinite(raw["seconds"]) and raw["seconds"] >= 0, f"{where}.seconds must be a non-negative number")
+    _expect(
+        is_number(raw["seconds"]) and math.isfinite(raw["seconds"]) and raw["seconds"] >= 0,
+        f"{where}.seconds must be a non-negative number",
+    )
     units = raw.get("units")
     if units is not None:
         units = _list(units, f"{where}.units")
-        _expect(len(units) == len(candidates) and all(is_whole(u) for u in units)
-                and all(b - a in (0, 1) for a, b in zip([-1, *units], units)),
-                f"{where}.units must number the {len(candidates)} candidates' units 0, 1, ... in order")
+        _expect(
+            len(units) == len(candidates)
+            and all(is_whole(u) for u in units)
+            and all(b - a in (0, 1) for a, b in zip([-1, *units], units)),
+            f"{where}.units must number the {len(candidates)} candidates' units 0, 1, ... in order",
+        )
     layer_kept, head_kept = _members(raw, where, len(kept))
     return Cycle(
-        index=raw["index"], step=raw["step"], phase=raw["phase"], candidates=candidates, kept=kept,
-        scores=scores, seconds=float(raw["seconds"]), units=units, layer_kept=layer_kept, head_kept=head_kept,
+        index=raw["index"],
+        step=raw["step"],
+        phase=raw["phase"],
+        candidates=candidates,
+        kept=kept,
+        scores=scores,
+        seconds=float(raw["seconds"]),
+        units=units,
+        layer_kept=layer_kept,
+        head_kept=head_kept,
     )
 
 
 def _bits(value: Any, where: str, n: int) -> np.ndarray:
     size = -(-n // 8)
-    _expect(isinstance(value, str) and len(value) == 2 * size, f"{where} must be {size} bytes in hex, a bit per kept entry")
+    _expect(
+        isinstance(value, str) and len(value) == 2 * size, f"{where} must be {size} bytes in hex, a bit per kept entry"
+    )
     try:
         bits = unpack_members(value, 8 * size)
     except ValueError:
@@ -322,14 +358,22 @@ def _members(raw: dict, where: str, n: int) -> tuple[list[str] | None, list[list
     if layer_kept is None:
         _expect(head_kept is None, f"{where}.head_kept needs layer_kept")
         return None, None
-    layers = [_bits(bits, f"{where}.layer_kept[{l}]", n) for l, bits in enumerate(_list(layer_kept, f"{where}.layer_kept"))]
+    layers = [
+        _bits(bits, f"{where}.layer_kept[{l}]", n) for l, bits in enumerate(_list(layer_kept, f"{where}.layer_kept"))
+    ]
     covered = bool(layers) and bool(np.stack(layers).any(axis=0).all())
     _expect(covered, f"{where}.layer_kept must cover every kept entry")
     if head_kept is not None:
         heads = _list(head_kept, f"{where}.head_kept")
         _expect(len(heads) == len(layers), f"{where}.head_kept needs one list per layer")
         for l, row in enumerate(heads):
-            sets = [_bits(bits, f"{where}.head_kept[{l}][{h}]", n) for h, bits in enumerate(_list(row, f"{where}.head_kept[{l}]"))]
+            sets = [
+                _bits(bits, f"{where}.head_kept[{l}][{h}]", n)
+                for h, bits in enumerate(_list(row, f"{where}.head_kept[{l}]"))
+            ]
             _expect(bool(sets) and len(sets) == len(heads[0]), f"{where}.head_kept[{l}] needs one set per KV head")
-            _expect(np.array_equal(np.stack(sets).any(axis=0), layers[l]), f"{where}.head_kept[{l}] must cover exactly layer_kept[{l}]")
+            _expect(
+                np.array_equal(np.stack(sets).any(axis=0), layers[l]),
+                f"{where}.head_kept[{l}] must cover exactly layer_kept[{l}]",
+            )
     return layer_kept, head_kept

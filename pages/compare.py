@@ -3,12 +3,12 @@
 import streamlit as st
 
 from ccviz import POLICIES, RunConfig
+from ccviz.ui.frame import ensure_app_frame
 from ccviz.ui.inputs import allocation_input, budget_input, decoding_input, document_input, policy_input, unit_input
 from ccviz.ui.links import linked
 from ccviz.ui.state import run_controls
 from ccviz.ui.views import compare_view, live_view
 from ccviz.worker.tasks import RunTask
-from ccviz.ui.frame import ensure_app_frame
 
 ensure_app_frame()  # a fresh server's first request for a deep link: rerun it through app.py
 
@@ -20,12 +20,20 @@ st.title("Compare policies")
 st.caption("The same document and budget under two to four policies, run one after another.")
 defaults = [name for name in PREFERRED if name in POLICIES] + [name for name in POLICIES if name not in PREFERRED]
 with st.sidebar:
-    count = st.segmented_control("Runs", [2, 3, 4], default=linked("cmp.count", 2, int, choices=[2, 3, 4]), key="cmp.count", required=True,
-                                 persist_state="session")
+    count = st.segmented_control(
+        "Runs",
+        [2, 3, 4],
+        default=linked("cmp.count", 2, int, choices=[2, 3, 4]),
+        key="cmp.count",
+        required=True,
+        persist_state="session",
+    )
     runs = []
     for i in range(count):
         with st.expander(f"Run {LETTERS[i]}", expanded=i < 2):
-            policy, options = policy_input(f"cmp.p{i}", default=defaults[i % len(defaults)], label=f"Policy {LETTERS[i]}")
+            policy, options = policy_input(
+                f"cmp.p{i}", default=defaults[i % len(defaults)], label=f"Policy {LETTERS[i]}"
+            )
             units = unit_input(f"cmp.p{i}", policy)
             runs.append((policy, options, units | allocation_input(f"cmp.p{i}", policy, units["granularity"])))
     st.header("Budget (shared)")
@@ -35,19 +43,30 @@ with st.sidebar:
 
 text, chat = document_input()
 phrase = st.text_input(
-    "Phrase to track", value=linked("cmp.phrase", ""), key="cmp.phrase", persist_state="session", placeholder="e.g. the key fact of the document",
+    "Phrase to track",
+    value=linked("cmp.phrase", ""),
+    key="cmp.phrase",
+    persist_state="session",
+    placeholder="e.g. the key fact of the document",
     help="Shows at a glance whether these words were still in each run's cache at the end.",
 )
 done = run_controls(
-    PAGE, "Run all",
+    PAGE,
+    "Run all",
     lambda model: [
-        RunTask(model.name, text, RunConfig(policy=policy, policy_options=options, chat=chat, **budget, **decoding, **units))
+        RunTask(
+            model.name, text, RunConfig(policy=policy, policy_options=options, chat=chat, **budget, **decoding, **units)
+        )
         for policy, options, units in runs
     ],
     live_view=live_view("compare"),
 )
 if done is not None:
-    shown = [(f"{LETTERS[i]} · {task.label}", trace) for i, (task, trace) in enumerate(zip(done.tasks, done.results)) if trace is not None]
+    shown = [
+        (f"{LETTERS[i]} · {task.label}", trace)
+        for i, (task, trace) in enumerate(zip(done.tasks, done.results))
+        if trace is not None
+    ]
     if shown:
         labels, traces = zip(*shown)
         compare_view(list(traces), list(labels), phrase, key="compare")

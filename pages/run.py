@@ -4,13 +4,13 @@ import streamlit as st
 
 from ccviz import RunConfig
 from ccviz.ui.explain import explain_section
+from ccviz.ui.frame import ensure_app_frame
 from ccviz.ui.inputs import allocation_input, budget_input, decoding_input, document_input, policy_input, unit_input
 from ccviz.ui.links import as_bool, linked
 from ccviz.ui.needle_sample import NEEDLE_KEY
 from ccviz.ui.state import run_controls
 from ccviz.ui.views import live_view, retention_view
 from ccviz.worker.tasks import RunTask
-from ccviz.ui.frame import ensure_app_frame
 
 ensure_app_frame()  # a fresh server's first request for a deep link: rerun it through app.py
 
@@ -32,7 +32,10 @@ with st.sidebar:
     decoding = decoding_input("run")
     st.header("Trace")
     record_all = st.checkbox(
-        "Record every signal", value=linked("run.record_all", False, as_bool), key="run.record_all", persist_state="session",
+        "Record every signal",
+        value=linked("run.record_all", False, as_bool),
+        key="run.record_all",
+        persist_state="session",
         help="Also record, at every refresh, the cheap signals this policy does not use (attention received "
         "in the last chunk, last-layer attention, counter-causal surprise), to compare attention and surprise "
         "on the same cycle. Costs one extra surprise scoring per refresh.",
@@ -40,9 +43,23 @@ with st.sidebar:
 
 text, chat = document_input()
 done = run_controls(
-    PAGE, "Run",
-    lambda model: [RunTask(model.name, text, RunConfig(policy=policy, policy_options=options, chat=chat, **budget, **decoding, **units,
-                                                  record="all" if record_all else "policy"))],
+    PAGE,
+    "Run",
+    lambda model: [
+        RunTask(
+            model.name,
+            text,
+            RunConfig(
+                policy=policy,
+                policy_options=options,
+                chat=chat,
+                **budget,
+                **decoding,
+                **units,
+                record="all" if record_all else "policy",
+            ),
+        )
+    ],
     live_view=live_view("run"),
 )
 if done is not None and done.results[0] is not None:

@@ -4,10 +4,10 @@ import streamlit as st
 
 from ccviz import CcvizError, Trace
 from ccviz.figures import recorded_values
+from ccviz.ui.frame import ensure_app_frame
 from ccviz.ui.state import history
 from ccviz.ui.uploads import read_trace
 from ccviz.ui.views import compare_view, download_trace, retention_view, signal_views
-from ccviz.ui.frame import ensure_app_frame
 
 ensure_app_frame()  # a fresh server's first request for a deep link: rerun it through app.py
 
@@ -29,7 +29,10 @@ for label, trace in reversed(runs):
 
 st.subheader("Open trace files")
 uploads = st.file_uploader(
-    "Trace JSON files (one to view a run, two to four to compare)", type=["json"], accept_multiple_files=True, key="up.traces",
+    "Trace JSON files (one to view a run, two to four to compare)",
+    type=["json"],
+    accept_multiple_files=True,
+    key="up.traces",
 )
 loaded: list[tuple[str, Trace]] = []
 for upload in uploads or []:
@@ -50,7 +53,11 @@ if loaded:
         labels = [f"{name} · {trace.run_config.policy}" for name, trace in chosen]
         compare_view([trace for _, trace in chosen], labels, phrase, key="traces.compare")
     else:
-        pick = st.selectbox("Trace", range(len(loaded)), format_func=lambda i: names[i], key="traces.pick") if len(loaded) > 1 else 0
+        pick = (
+            st.selectbox("Trace", range(len(loaded)), format_func=lambda i: names[i], key="traces.pick")
+            if len(loaded) > 1
+            else 0
+        )
         trace = loaded[pick][1]
         if view == "Retention":
             retention_view(trace, key="traces.retention")

@@ -47,7 +47,11 @@ def bench_quick(task: str, out: Path, *flags: str) -> subprocess.CompletedProces
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     done = subprocess.run(
         [sys.executable, "-m", "ccviz", "bench", task, "--quick", *flags, "--model", "tiny-random", "--out", str(out)],
-        capture_output=True, text=True, timeout=300, env=env, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=ROOT,
     )
     assert done.returncode == 0, done.stderr
     return done

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_scoring import _mlp, _rms, _rope, reference_scores
 
 from ccviz import CcvizError, RunConfig, Trace, generate
 from ccviz.engine import CacheSession
@@ -15,7 +16,6 @@ from ccviz.engine.allocation import pyramid_budgets
 from ccviz.engine.survivors import adaptive_keep, pyramid_keep, select_survivors
 from ccviz.models.tiny import build_tiny_model
 from ccviz.scoring import causal_pass, surprise_from_cache
-from test_scoring import _mlp, _rms, _rope, reference_scores
 
 TEXT = (
     "Patient record 4471. Mrs. Okafor, 68, was admitted with chest pain. She is allergic to latex. An ECG showed no "
@@ -35,7 +35,9 @@ def _ids(lm, count=120):
 
 
 # ----- budgets and selection rules -----------------------------------------------------------------
-@pytest.mark.parametrize("cache_size,recent,layers,beta", [(64, 0, 30, 20), (48, 16, 4, 4), (10, 2, 7, 3), (33, 0, 1, 20)])
+@pytest.mark.parametrize(
+    "cache_size,recent,layers,beta", [(64, 0, 30, 20), (48, 16, 4, 4), (10, 2, 7, 3), (33, 0, 1, 20)]
+)
 def test_pyramid_budgets_fall_linearly_with_the_uniform_total(cache_size, recent, layers, beta):
     budgets = pyramid_budgets(cache_size, recent, layers, beta)
     scored = cache_size - recent
@@ -108,8 +110,17 @@ def _feed(lm, config, ids, **session_args):
 
 
 def _pyramid_config(policy="tova", **more):
-    return dict(policy=policy, cache_size=24, chunk_size=6, frozen=2, chat=False, max_new_tokens=1,
-                allocation="pyramid", pyramid_beta=4, **more)
+    return dict(
+        policy=policy,
+        cache_size=24,
+        chunk_size=6,
+        frozen=2,
+        chat=False,
+        max_new_tokens=1,
+        allocation="pyramid",
+        pyramid_beta=4,
+        **more,
+    )
 
 
 def test_pyramid_layer_lengths_match_the_budgets_at_every_refresh(deep):
@@ -176,8 +187,16 @@ def _visibility(trace, layers, kv_heads):
     return visible
 
 
-@pytest.mark.parametrize("policy,allocation", [("tova", "pyramid"), ("tova", "adaptive"), ("snapkv", "pyramid"),
-                                               ("h2o", "pyramid"), ("counter_causal_fast", "pyramid")])
+@pytest.mark.parametrize(
+    "policy,allocation",
+    [
+        ("tova", "pyramid"),
+        ("tova", "adaptive"),
+        ("snapkv", "pyramid"),
+        ("h2o", "pyramid"),
+        ("counter_causal_fast", "pyramid"),
+    ],
+)
 def test_attention_under_per_layer_eviction_matches_an_explicit_reference(deep, policy, allocation):
     ids = _ids(deep, 90)
     session, logits = _feed(deep, _pyramid_config(policy, recent=3) | {"allocation": allocation}, ids)
@@ -201,8 +220,13 @@ def test_adaptive_run_keeps_exactly_the_top_pairs_of_its_scores(deep):
         session.feed(ids[start : start + 6], refresh=False)
         if session.refresh_pending:
             candidates = session.candidates()
-            before.append((session.policy.score_candidates(session.lm.model, candidates).clone(),
-                           session.visible_candidates().clone(), candidates.pos.tolist()))
+            before.append(
+                (
+                    session.policy.score_candidates(session.lm.model, candidates).clone(),
+                    session.visible_candidates().clone(),
+                    candidates.pos.tolist(),
+                )
+            )
     session.refresh()
     assert len(before) == len(session.trace.cycles) == len(ids) // 6
     for cycle, (score, visible, candidates) in zip(session.trace.cycles, before):
@@ -223,8 +247,9 @@ def test_counter_causal_over_a_layer_that_holds_some_entries_matches_the_referen
     for variant, min_gap, window in (("full", 0, 0), ("fast", 1, 0), ("full", 0, 6)):
         expected = reference_scores(tiny.model, subset, ids[0], pos, hidden, variant, min_gap, window=window, held=held)
         for score in ("logit", "logprob"):
-            actual = surprise_from_cache(tiny.model, subset, ids[0], pos, hidden, variant=variant, score=score,
-                                         min_gap=min_gap, window=window)
+            actual = surprise_from_cache(
+                tiny.model, subset, ids[0], pos, hidden, variant=variant, score=score, min_gap=min_gap, window=window
+            )
             finite = torch.isfinite(expected[score])
             assert torch.equal(finite, torch.isfinite(actual))
             assert (actual[finite] - expected[score][finite]).abs().max() < 1e-3
@@ -239,12 +264,15 @@ def test_uniform_is_the_default_and_records_nothing_per_layer(tiny):
     assert plain.config["allocation"] == "uniform" and plain.peak_cache_bytes > 0
 
 
-@pytest.mark.parametrize("settings,message", [
-    (dict(policy="counter_causal_fast", allocation="adaptive"), "needs per-head scores"),
-    (dict(policy="sliding", allocation="adaptive"), "one score per token"),
-    (dict(policy="tova", allocation="pyramid", pyramid_beta=0.5), "pyramid beta must be at least 1"),
-    (dict(policy="tova", allocation="diagonal"), "allocation must be one of uniform, pyramid, adaptive"),
-])
+@pytest.mark.parametrize(
+    "settings,message",
+    [
+        (dict(policy="counter_causal_fast", allocation="adaptive"), "needs per-head scores"),
+        (dict(policy="sliding", allocation="adaptive"), "one score per token"),
+        (dict(policy="tova", allocation="pyramid", pyramid_beta=0.5), "pyramid beta must be at least 1"),
+        (dict(policy="tova", allocation="diagonal"), "allocation must be one of uniform, pyramid, adaptive"),
+    ],
+)
 def test_bad_allocations_are_refused_in_one_line(settings, message):
     with pytest.raises(CcvizError, match=message) as err:
         RunConfig(cache_size=16, **settings)
@@ -271,17 +299,26 @@ def test_version_2_traces_round_trip_and_version_1_files_still_load(deep, tmp_pa
     for raw in old["cycles"]:
         del raw["layer_kept"], raw["head_kept"]
     v1 = Trace.from_dict(old)
-    assert v1.peak_cache_bytes == 0 and v1.cycles[-1].kept_by(3) == v1.cycles[-1].kept and v1.cycles[-1].layer_counts() == [1] * len(v1.cycles[-1].kept)
+    assert (
+        v1.peak_cache_bytes == 0
+        and v1.cycles[-1].kept_by(3) == v1.cycles[-1].kept
+        and v1.cycles[-1].layer_counts() == [1] * len(v1.cycles[-1].kept)
+    )
 
 
-@pytest.mark.parametrize("change,message", [
-    (lambda c: c.update(layer_kept=["zz"] * 4), "hex"),
-    (lambda c: c.update(layer_kept=["00" * (len(c["layer_kept"][0]) // 2)] * 4), "cover every kept entry"),
-    (lambda c: c.update(head_kept=[row[:1] for row in c["head_kept"]]), "cover exactly"),
-    (lambda c: c.update(layer_kept=None), "head_kept needs layer_kept"),
-])
+@pytest.mark.parametrize(
+    "change,message",
+    [
+        (lambda c: c.update(layer_kept=["zz"] * 4), "hex"),
+        (lambda c: c.update(layer_kept=["00" * (len(c["layer_kept"][0]) // 2)] * 4), "cover every kept entry"),
+        (lambda c: c.update(head_kept=[row[:1] for row in c["head_kept"]]), "cover exactly"),
+        (lambda c: c.update(layer_kept=None), "head_kept needs layer_kept"),
+    ],
+)
 def test_bad_per_layer_sets_are_refused(deep, change, message):
-    data = generate(deep, TEXT, policy="tova", cache_size=16, max_new_tokens=1, chat=False, allocation="adaptive").to_dict()
+    data = generate(
+        deep, TEXT, policy="tova", cache_size=16, max_new_tokens=1, chat=False, allocation="adaptive"
+    ).to_dict()
     change(data["cycles"][-1])
     with pytest.raises(CcvizError, match=message):
         Trace.from_json(json.dumps(data))
@@ -321,22 +358,39 @@ def test_uniform_traces_are_those_of_the_engine_before_allocation_existed(smollm
     for name, before in recorded["runs"].items():
         policy, _, extra = name.partition("-")
         settings = dict(pair.split("=") for pair in filter(None, [extra]))
-        trace = generate(smollm, recorded["prompt"], policy=policy, cache_size=48, max_new_tokens=12, allocation="uniform", **settings)
+        trace = generate(
+            smollm,
+            recorded["prompt"],
+            policy=policy,
+            cache_size=48,
+            max_new_tokens=12,
+            allocation="uniform",
+            **settings,
+        )
         assert trace.output_text == before["output_text"], name
-        assert [(c.candidates, c.kept) for c in trace.cycles] == [(c["candidates"], c["kept"]) for c in before["cycles"]], name
+        assert [(c.candidates, c.kept) for c in trace.cycles] == [
+            (c["candidates"], c["kept"]) for c in before["cycles"]
+        ], name
         for cycle, old in zip(trace.cycles, before["cycles"]):
             assert cycle.scores.keys() == old["scores"].keys()
             for signal, values in old["scores"].items():
                 expected = torch.tensor([float(v) for v in values])
                 # rounding is relative to the vector's scale: a score near 0 among scores near 17 carries their error
                 scale = expected[torch.isfinite(expected)].abs().max().item() if torch.isfinite(expected).any() else 1.0
-                assert torch.allclose(torch.tensor(cycle.scores[signal]), expected, rtol=1e-4, atol=1e-5 * scale), (name, signal)
+                assert torch.allclose(torch.tensor(cycle.scores[signal]), expected, rtol=1e-4, atol=1e-5 * scale), (
+                    name,
+                    signal,
+                )
 
 
-@pytest.mark.parametrize("policy,allocation", [("snapkv", "pyramid"), ("counter_causal_fast", "pyramid"), ("h2o", "adaptive")])
+@pytest.mark.parametrize(
+    "policy,allocation", [("snapkv", "pyramid"), ("counter_causal_fast", "pyramid"), ("h2o", "adaptive")]
+)
 def test_every_signal_is_recorded_per_candidate_under_a_per_layer_allocation(deep, policy, allocation):
     """The companions watch the same per-layer cache: per-head ones reduced like the policy's score."""
-    trace = generate(deep, TEXT, policy=policy, cache_size=16, max_new_tokens=2, chat=False, allocation=allocation, record="all")
+    trace = generate(
+        deep, TEXT, policy=policy, cache_size=16, max_new_tokens=2, chat=False, allocation=allocation, record="all"
+    )
     for cycle in trace.cycles:
         assert {"attention_last", "attention_chunk", "surprise"} <= set(cycle.scores)
         assert all(len(values) == len(cycle.candidates) for values in cycle.scores.values())

@@ -69,7 +69,11 @@ def test_run_page_runs_a_policy_and_shows_the_retention_view(app):
     # Switching the colouring reuses the finished trace: nothing runs again.
     app.radio(key="run.colour").set_value("prompt / generated").run()
     assert not any(isinstance(v, Job) and v.running for v in app.session_state.values())
-    assert json.loads(charts(app)[0].proto.spec)["layout"]["coloraxis"]["colorbar"]["ticktext"] == ["frozen", "prompt", "generated"]
+    assert json.loads(charts(app)[0].proto.spec)["layout"]["coloraxis"]["colorbar"]["ticktext"] == [
+        "frozen",
+        "prompt",
+        "generated",
+    ]
     # Re-running the same configuration comes from the cache at once.
     done = app.session_state["done.run"]
     app.button(key="btn.run").click().run()
@@ -81,7 +85,9 @@ def test_run_page_explains_why_a_token_was_evicted(app):
     settle(app.button(key="btn.run").click().run())
     trace = app.session_state["done.run"].results[0]
     t = next(tok.t for tok in trace.tokens if tok.text == " Ada")
-    refresh = next(c.index for c in trace.cycles if t in c.candidates and t not in c.kept)  # the refresh that evicted it
+    refresh = next(
+        c.index for c in trace.cycles if t in c.candidates and t not in c.kept
+    )  # the refresh that evicted it
     app.slider(key="run.cycle").set_value(refresh).run()
     app.text_input(key="run.find").set_value("ada").run()
     assert app.selectbox(key="run.match").value == t
@@ -122,7 +128,10 @@ def test_a_link_restores_document_policy_options_and_budget(app, monkeypatch):
     app.segmented_control(key="run.granularity").set_value("word")
     app.toggle(key="doc.chat").set_value(False)
     app.run()
-    params = {key: app.query_params[key][0] if isinstance(app.query_params[key], list) else app.query_params[key] for key in app.query_params}
+    params = {
+        key: app.query_params[key][0] if isinstance(app.query_params[key], list) else app.query_params[key]
+        for key in app.query_params
+    }
     assert params["run.policy"] == "counter_causal" and params["run.J"] == "48" and len(params["doc"]) == 12
     assert "run.frozen" not in params  # settings at their defaults stay out of the link
     again = _fresh_session(monkeypatch, params)
@@ -180,16 +189,22 @@ def test_run_page_runs_a_pyramid_and_shows_each_layers_cache(app):
     assert not app.exception and not app.error
     done = app.session_state["done.run"]
     trace = done.results[0]
-    assert (trace.config["allocation"], trace.config["pyramid_beta"]) == ("pyramid", 4.0) and trace.cycles[-1].num_layers == 2
+    assert (trace.config["allocation"], trace.config["pyramid_beta"]) == ("pyramid", 4.0) and trace.cycles[
+        -1
+    ].num_layers == 2
     assert done.tasks[0].label == "tova, pyramid"
     first, last = (len(trace.cycles[-1].kept_by(layer)) for layer in (0, 1))
     assert first > last
     assert all(b.key != "btn.run.explain" for b in app.button) and any("decides per layer" in i.value for i in app.info)
     app.select_slider(key="run.layer").set_value(1).run()
     spec = json.loads(charts(app)[0].proto.spec)
-    assert "layer 1" in spec["layout"]["title"]["text"] and spec["data"][0]["z"]["shape"].endswith(f"{max(len(c.kept_by(1)) for c in trace.cycles)}")
+    assert "layer 1" in spec["layout"]["title"]["text"] and spec["data"][0]["z"]["shape"].endswith(
+        f"{max(len(c.kept_by(1)) for c in trace.cycles)}"
+    )
     app.radio(key="run.colour").set_value("layers holding it").run()
-    assert json.loads(charts(app)[0].proto.spec)["layout"]["coloraxis"]["colorbar"]["title"]["text"] == "layers holding it"
+    assert (
+        json.loads(charts(app)[0].proto.spec)["layout"]["coloraxis"]["colorbar"]["title"]["text"] == "layers holding it"
+    )
     app.selectbox(key="run.policy").set_value("counter_causal_fast").run()
     app.button_group(key="run.allocation").set_value("adaptive").run()
     assert "needs per-head scores" in app.error[0].value  # said at once, before any run
@@ -218,7 +233,7 @@ def test_run_page_reports_bad_input_before_running(app, monkeypatch, prepare, me
 def test_samples_and_uploads_fill_the_document(app):
     app.selectbox(key="doc.sample").select_index(0).run()
     assert "amoxicillin" in app.text_area(key="doc.text").value
-    app.file_uploader(key="up.doc").set_value(("notes.txt", "Pasted notes.".encode(), "text/plain")).run()
+    app.file_uploader(key="up.doc").set_value(("notes.txt", b"Pasted notes.", "text/plain")).run()
     assert app.text_area(key="doc.text").value == "Pasted notes."
     app.file_uploader(key="up.doc").set_value(("bad.txt", b"\xff\xfe\x00\x00", "text/plain")).run()
     assert "not UTF-8" in app.error[0].value
@@ -245,7 +260,9 @@ def test_the_needle_generator_loads_one_map_cell_and_the_run_marks_the_needle(ap
     app.selectbox(key="run.policy").set_value("sliding")
     settle(app.button(key="btn.run").click().run())
     assert not app.exception and not app.error
-    assert any("-badge[" in m.value and "needle evicted]" in m.value for m in app.markdown)  # a recency window lost a needle 30% deep
+    assert any(
+        "-badge[" in m.value and "needle evicted]" in m.value for m in app.markdown
+    )  # a recency window lost a needle 30% deep
     trace = app.session_state["done.run"].results[0]
     needle = phrase_survival(trace, case.target)
     assert needle.tokens and not needle.kept
@@ -303,7 +320,10 @@ def test_compare_page_runs_policies_side_by_side(app):
     app.button_group(key="cmp.p1.granularity").set_value("sentence").run()
     settle(app.button(key="btn.compare").click().run())
     assert not app.exception and not app.error
-    assert list(app.dataframe[0].value["run"]) == ["A · counter_causal_fast", "B · counter_causal_fast by sentence (max)"]
+    assert list(app.dataframe[0].value["run"]) == [
+        "A · counter_causal_fast",
+        "B · counter_causal_fast by sentence (max)",
+    ]
     # one policy under uniform and pyramid allocation, side by side, one layer at a time
     app.button_group(key="cmp.p1.granularity").set_value("default").run()
     app.button_group(key="cmp.p1.allocation").set_value("pyramid").run()
@@ -343,11 +363,13 @@ def test_traces_page_downloads_runs_and_views_uploaded_traces(app, tiny):
 
     bad = json.loads(trace.to_json())
     bad["cycles"][0]["kept"] = [5, 1]
-    app.file_uploader(key="up.traces").set_value([
-        ("run.json", trace.to_json().encode(), "application/json"),
-        ("broken.json", json.dumps(bad).encode(), "application/json"),
-        ("notjson.json", b"{nope", "application/json"),
-    ]).run()
+    app.file_uploader(key="up.traces").set_value(
+        [
+            ("run.json", trace.to_json().encode(), "application/json"),
+            ("broken.json", json.dumps(bad).encode(), "application/json"),
+            ("notjson.json", b"{nope", "application/json"),
+        ]
+    ).run()
     assert not app.exception
     errors = [e.value for e in app.error]
     assert any("broken.json" in e and "increasing position order" in e for e in errors)
@@ -361,15 +383,22 @@ def test_traces_page_downloads_runs_and_views_uploaded_traces(app, tiny):
     bare["config"] = {"frozen": "?"}  # not a run's config: refused in one line when it loads
     app.file_uploader(key="up.traces").set_value([("bare.json", json.dumps(bare).encode(), "application/json")]).run()
     assert not app.exception
-    assert any("bare.json" in e.value and "config: a run config needs policy and cache_size" in e.value for e in app.error)
+    assert any(
+        "bare.json" in e.value and "config: a run config needs policy and cache_size" in e.value for e in app.error
+    )
 
     app.file_uploader(key="up.traces").set_value([("a.json", trace.to_json().encode(), "application/json")] * 2).run()
     app.button_group(key="traces.view").set_value("Compare").run()
     assert not app.exception and len(charts(app)) == 2
 
 
-
-WIDGET_OF_KIND = {"bool": "checkbox", "int": "number_input", "float": "number_input", "choice": "selectbox", "text": "text_input"}
+WIDGET_OF_KIND = {
+    "bool": "checkbox",
+    "int": "number_input",
+    "float": "number_input",
+    "choice": "selectbox",
+    "text": "text_input",
+}
 
 
 def test_every_registered_policy_gets_its_option_widgets(app):

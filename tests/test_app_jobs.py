@@ -7,7 +7,6 @@ import threading
 import time
 
 import numpy as np
-
 import pytest
 
 from ccviz import CcvizError, RunConfig, run_generation
@@ -64,7 +63,10 @@ def test_the_live_trace_grows_per_refresh_and_its_last_state_draws_the_final_fig
     assert seen == sorted(seen) and len(seen) >= 2, seen  # drawn while running, growing
     assert len(job.live.cycles) == len(final.cycles)
     for colour in ("timestep", "source"):  # the live picture's last state is the final figure, cell for cell
-        assert _picture(retention_image_html(job.live, colour)).tolist() == _plotly_colours(retention_heatmap(final, colour)).tolist()
+        assert (
+            _picture(retention_image_html(job.live, colour)).tolist()
+            == _plotly_colours(retention_heatmap(final, colour)).tolist()
+        )
 
 
 def _picture(live_html: str) -> np.ndarray:
@@ -80,8 +82,15 @@ def _plotly_colours(fig) -> np.ndarray:
     import plotly.colors
 
     axis, z = fig.layout.coloraxis, np.asarray(fig.data[0].z, dtype=np.float64)
-    stops = [(stop, plotly.colors.hex_to_rgb(colour) if colour.startswith("#") else tuple(float(v) for v in colour[4:-1].split(",")))
-             for stop, colour in axis.colorscale]
+    stops = [
+        (
+            stop,
+            plotly.colors.hex_to_rgb(colour)
+            if colour.startswith("#")
+            else tuple(float(v) for v in colour[4:-1].split(",")),
+        )
+        for stop, colour in axis.colorscale
+    ]
     out = np.zeros(z.shape + (3,), dtype=np.uint8)
     for (r, c), value in np.ndenumerate(z):
         if np.isnan(value):
@@ -150,7 +159,9 @@ def test_two_sessions_at_once_do_not_interfere(tiny, tiny_worker):
 
 def test_whole_document_surprise_has_one_value_per_prompt_token(tiny, tiny_worker):
     run = _finish(Job([_task(tiny)], tiny_worker, ResultStore()).start()).results[0]
-    surprise = _finish(Job([SurpriseTask(model=tiny.name, prompt=STORY, chat=True)], tiny_worker, ResultStore()).start()).results[0]
+    surprise = _finish(
+        Job([SurpriseTask(model=tiny.name, prompt=STORY, chat=True)], tiny_worker, ResultStore()).start()
+    ).results[0]
     assert len(surprise) == run.prompt_length and surprise[-1] == float("inf")
 
 
@@ -210,9 +221,17 @@ def test_finding_a_token_finds_a_word_split_into_several(tiny):
     from ccviz import generate
     from ccviz.explain import matching_tokens
 
-    trace = generate(tiny, "Allergy: amoxicillin (anaphylaxis). Never give Amoxicillin.", policy="sliding", cache_size=16,
-                     max_new_tokens=2, chat=False)
+    trace = generate(
+        tiny,
+        "Allergy: amoxicillin (anaphylaxis). Never give Amoxicillin.",
+        policy="sliding",
+        cache_size=16,
+        max_new_tokens=2,
+        chat=False,
+    )
     found = matching_tokens(trace, "amoxicillin", len(trace.tokens))
     assert "".join(trace.tokens[t].text for t in found).lower().count("amoxicillin") == 2
     assert all("".join(trace.tokens[t].text for t in found[i : i + 3]).strip().lower() == "amoxicillin" for i in (0, 3))
-    assert matching_tokens(trace, "(", 4) == [] and matching_tokens(trace, "(", len(trace.tokens))  # up to the refresh's step
+    assert matching_tokens(trace, "(", 4) == [] and matching_tokens(
+        trace, "(", len(trace.tokens)
+    )  # up to the refresh's step

@@ -27,11 +27,11 @@ from test_trace_hostile import traces
 from ccviz import POLICIES, CcvizError, RunConfig, Trace, generate, run_generation
 from ccviz.figures import (
     COLOURINGS,
-    per_layer,
     comparison_heatmaps,
     cycle_context_html,
     highlight_html,
     overlap_heatmap,
+    per_layer,
     phrase_survival,
     recorded_values,
     retention_heatmap,
@@ -41,7 +41,14 @@ from ccviz.figures import (
     survival_html,
 )
 from ccviz.ui.jobs import Job, ResultStore
-from ccviz.ui.limits import ABANDON_ENV, MAX_UPLOAD_ENV, RESULT_CACHE_ENV, abandon_seconds, max_upload_bytes, result_cache_size
+from ccviz.ui.limits import (
+    ABANDON_ENV,
+    MAX_UPLOAD_ENV,
+    RESULT_CACHE_ENV,
+    abandon_seconds,
+    max_upload_bytes,
+    result_cache_size,
+)
 from ccviz.ui.state import result_store
 from ccviz.ui.uploads import decode_document, read_trace
 from ccviz.worker.tasks import RunTask
@@ -105,7 +112,9 @@ def test_limit_variables_are_validated(monkeypatch, env, value, expected):
     if callable(expected):
         assert expected()
     else:
-        reader = {MAX_UPLOAD_ENV: max_upload_bytes, RESULT_CACHE_ENV: result_cache_size, ABANDON_ENV: abandon_seconds}[env]
+        reader = {MAX_UPLOAD_ENV: max_upload_bytes, RESULT_CACHE_ENV: result_cache_size, ABANDON_ENV: abandon_seconds}[
+            env
+        ]
         with pytest.raises(CcvizError, match=re.escape(expected)):
             reader()
 
@@ -123,7 +132,10 @@ def _edit(trace: Trace, change) -> bytes:
 
 BAD_TRACES = {
     "truncated.json": (lambda t: t.to_json().encode()[:-40], "invalid JSON"),
-    "schema.json": (lambda t: _edit(t, lambda d: d.update(schema_version=3)), "schema_version is 3, this ccviz reads versions 1 and 2"),
+    "schema.json": (
+        lambda t: _edit(t, lambda d: d.update(schema_version=3)),
+        "schema_version is 3, this ccviz reads versions 1 and 2",
+    ),
     "types.json": (lambda t: _edit(t, lambda d: d["tokens"][0].update(t="zero")), "tokens"),
     "length.json": (lambda t: _edit(t, lambda d: d["cycles"][-1]["scores"]["surprise"].pop()), "cycles"),
     "nan.json": (lambda t: t.to_json().replace('"seconds":', '"seconds":NaN,"x":', 1).encode(), "invalid JSON"),
@@ -148,7 +160,9 @@ def test_paired_surrogate_escapes_are_ordinary_text(good_trace):
 
 HOSTILE_TEXT = hst.one_of(
     hst.text(hst.characters(codec=None, categories=["Cc", "Cs", "Lu", "Po", "Sm", "Zs"]), max_size=6),
-    hst.sampled_from(["<script>alert(1)</script>", "<img src=x onerror=alert(1)>", "</span></div>", "&amp;", '"\'>', "\x00"]),
+    hst.sampled_from(
+        ["<script>alert(1)</script>", "<img src=x onerror=alert(1)>", "</span></div>", "&amp;", "\"'>", "\x00"]
+    ),
 )
 TAG = re.compile(r"<\s*/?\s*([A-Za-z][\w-]*)")
 
@@ -201,7 +215,11 @@ def test_any_accepted_trace_renders_completely_and_as_text(trace, data):
 def _shown_as_text(body: str) -> bool:
     """The document's markup is in the page as text (escaped), and the only tags are the view's own."""
     text = html.unescape(re.sub(r"<[^>]*>", "", body))
-    return "<script>window.pwned=1</script>" in text and "<img src=x onerror=alert(2)>" in text and set(TAG.findall(body)) <= {"span", "div"}
+    return (
+        "<script>window.pwned=1</script>" in text
+        and "<img src=x onerror=alert(2)>" in text
+        and set(TAG.findall(body)) <= {"span", "div"}
+    )
 
 
 def test_run_page_refuses_bad_uploads_and_stays_usable(app):
@@ -223,10 +241,14 @@ def test_traces_page_refuses_bad_files_without_drawing_them(app, good_trace):
     assert not app.exception
     errors = [e.value for e in app.error]
     assert len(errors) == len(bad) and all(e.startswith(f"{name}: ") for e, (name, _, _) in zip(errors, bad))
-    views = [group for group in app.get("button_group") if group.key != "charts.format"]  # the sidebar's own setting aside
+    views = [
+        group for group in app.get("button_group") if group.key != "charts.format"
+    ]  # the sidebar's own setting aside
     assert not charts(app) and not app.html and not views  # nothing partly drawn
     # The good file among the bad ones is drawn in full; the page keeps working.
-    app.file_uploader(key="up.traces").set_value([("good.json", good_trace.to_json().encode(), "application/json"), bad[0]]).run()
+    app.file_uploader(key="up.traces").set_value(
+        [("good.json", good_trace.to_json().encode(), "application/json"), bad[0]]
+    ).run()
     assert not app.exception and len(app.error) == 1 and len(charts(app)) == 1 and len(app.html) == 1
 
 
@@ -264,9 +286,16 @@ def test_widgets_take_their_bounds_from_the_rules_the_engine_checks(app):
 
     policy = POLICIES["counter_causal_fast"]
     for option in ("min_gap", "smooth", "recent"):
-        assert app.number_input(key=f"run.policy.counter_causal_fast.{option}").min == rule_of(policy, option).minimum == 0
-    for key, field in (("run.J", "cache_size"), ("run.h", "chunk_size"), ("run.frozen", "frozen"), ("run.recent", "recent"),
-                       ("run.max_new", "max_new_tokens")):
+        assert (
+            app.number_input(key=f"run.policy.counter_causal_fast.{option}").min == rule_of(policy, option).minimum == 0
+        )
+    for key, field in (
+        ("run.J", "cache_size"),
+        ("run.h", "chunk_size"),
+        ("run.frozen", "frozen"),
+        ("run.recent", "recent"),
+        ("run.max_new", "max_new_tokens"),
+    ):
         assert app.number_input(key=key).min == rule_of(RunConfig, field).minimum
 
 
@@ -393,7 +422,9 @@ def test_a_run_that_fails_part_way_reports_it_and_keeps_its_refreshes(monkeypatc
             failed = app.session_state["done.run"].results[0]
             done = fail_at - 1
             assert failed.status == "error" and len(failed.cycles) == done and "injected failure" in failed.error
-            assert failed.cycles[-1].phase == phase and (len(failed.tokens) > failed.prompt_length) == (phase == "decode")
+            assert failed.cycles[-1].phase == phase and (len(failed.tokens) > failed.prompt_length) == (
+                phase == "decode"
+            )
             assert failed.tokens == before.tokens[: len(failed.tokens)]  # every token up to the failure
             assert Trace.from_json(failed.to_json()).cycles == failed.cycles  # its download loads back
             errors = [e.value for e in app.error]
@@ -405,7 +436,9 @@ def test_a_run_that_fails_part_way_reports_it_and_keeps_its_refreshes(monkeypatc
             upload = [(f"failed-{phase}.json", failed.to_json().encode(), "application/json")]
             app.file_uploader(key="up.traces").set_value(upload).run()
             assert not app.exception and charts(app)
-            assert [e.value for e in app.error] == [f"The run failed part-way: {failed.error}. The refreshes completed before it are shown."]
+            assert [e.value for e in app.error] == [
+                f"The run failed part-way: {failed.error}. The refreshes completed before it are shown."
+            ]
             app.switch_page("pages/run.py").run()
 
         app.number_input(key="run.policy.breaks_at_refresh.fail_at").set_value(0).run()
@@ -436,7 +469,9 @@ def test_a_model_that_cannot_load_is_one_line_on_the_page_and_nothing_runs(monke
         assert app_worker().wait_ready(300).state == "failed"
         app.run()
         status = [e.value for e in app.sidebar.error]
-        assert len(status) == 1 and status[0].startswith("The model could not be loaded: ") and reason in status[0], status
+        assert len(status) == 1 and status[0].startswith("The model could not be loaded: ") and reason in status[0], (
+            status
+        )
         assert "\n" not in status[0] and app.button(key="btn.run").disabled and not app.exception
     finally:
         app_worker().close()
@@ -452,7 +487,9 @@ def test_a_killed_worker_is_reported_restarted_and_the_next_run_works(app, monke
     job = app.session_state["job.run"]
     _wait_for(lambda: job.progress.refreshes >= 5 or not job.running)
     assert job.running, "the run ended before the worker could be killed"
-    queued = Job([_long_task(tiny_worker.status().model, max_new_tokens=8)], tiny_worker, ResultStore()).start()  # another session
+    queued = Job(
+        [_long_task(tiny_worker.status().model, max_new_tokens=8)], tiny_worker, ResultStore()
+    ).start()  # another session
     _wait_for(lambda: queued.progress.waiting == "another run")
     os.kill(tiny_worker.pid, signal.SIGKILL)
     _wait_for(lambda: queued.progress.waiting == "the model" or not queued.running)
@@ -464,7 +501,9 @@ def test_a_killed_worker_is_reported_restarted_and_the_next_run_works(app, monke
     loaded = Trace.from_json(trace.to_json())
     assert loaded.cycles == trace.cycles and len(loaded.tokens) >= loaded.cycles[-1].step
     errors = [e.value for e in app.error]
-    assert not app.exception and any("the model worker stopped during this run (killed by SIGKILL" in e for e in errors), errors
+    assert not app.exception and any(
+        "the model worker stopped during this run (killed by SIGKILL" in e for e in errors
+    ), errors
     assert charts(app) and app.slider(key="run.cycle").max == len(trace.cycles) - 1
     assert tiny_worker.status().state in ("restarting", "ready") and tiny_worker.restarts >= 1
     assert tiny_worker.wait_ready(300).ready
@@ -476,13 +515,17 @@ def test_a_killed_worker_is_reported_restarted_and_the_next_run_works(app, monke
 
 
 def _long_task(tiny, max_new_tokens: int = 3000) -> RunTask:
-    return RunTask(tiny.name, DOC, RunConfig(policy="sliding", cache_size=16, chunk_size=4, max_new_tokens=max_new_tokens))
+    return RunTask(
+        tiny.name, DOC, RunConfig(policy="sliding", cache_size=16, chunk_size=4, max_new_tokens=max_new_tokens)
+    )
 
 
 def test_a_run_whose_session_is_gone_stops_and_frees_the_model(tiny, tiny_worker):
     connected = threading.Event()
     connected.set()
-    orphan = Job([_long_task(tiny)], tiny_worker, ResultStore(), owner_connected=connected.is_set, abandon_after=0.3).start()
+    orphan = Job(
+        [_long_task(tiny)], tiny_worker, ResultStore(), owner_connected=connected.is_set, abandon_after=0.3
+    ).start()
     _wait_for(lambda: orphan.progress.refreshes >= 3)
     connected.clear()  # the tab is closed
     queued = Job([_long_task(tiny, max_new_tokens=8)], tiny_worker, ResultStore()).start()
@@ -493,7 +536,13 @@ def test_a_run_whose_session_is_gone_stops_and_frees_the_model(tiny, tiny_worker
 
 def test_a_short_disconnection_does_not_stop_a_run(tiny, tiny_worker):
     blips = iter([True] * 5 + [False] * 5 + [True] * 10**6)  # gone for 5 polls, then back
-    job = Job([_long_task(tiny, max_new_tokens=200)], tiny_worker, ResultStore(), owner_connected=lambda: next(blips), abandon_after=30).start()
+    job = Job(
+        [_long_task(tiny, max_new_tokens=200)],
+        tiny_worker,
+        ResultStore(),
+        owner_connected=lambda: next(blips),
+        abandon_after=30,
+    ).start()
     assert job.wait(60) and not job.abandoned and job.results[0].status == "complete"
 
 
@@ -502,7 +551,13 @@ def test_a_queued_run_of_a_vanished_session_leaves_the_queue(tiny, tiny_worker):
     _wait_for(lambda: first.progress.refreshes >= 1)
     connected = threading.Event()
     connected.set()
-    gone = Job([_long_task(tiny, max_new_tokens=8)], tiny_worker, ResultStore(), owner_connected=connected.is_set, abandon_after=0).start()
+    gone = Job(
+        [_long_task(tiny, max_new_tokens=8)],
+        tiny_worker,
+        ResultStore(),
+        owner_connected=connected.is_set,
+        abandon_after=0,
+    ).start()
     _wait_for(lambda: gone.progress.waiting)
     connected.clear()
     assert gone.wait(10) and gone.abandoned and gone.results == [None]  # left while still waiting its turn

@@ -3,13 +3,12 @@
 import pytest
 import torch
 import torch.nn.functional as F
+from test_engine import LONG_PROMPT
 from transformers import DynamicCache
 
 from ccviz import POLICIES, CcvizError, Trace, generate, make_policy
 from ccviz.engine import CacheSession, RunConfig, prepare
 from ccviz.models.tiny import build_tiny_model
-
-from test_engine import LONG_PROMPT
 
 EVICTING = [name for name, cls in POLICIES.items() if cls.evicts]
 
@@ -101,10 +100,12 @@ def test_h2o_carries_survivors_over_unchanged(smollm, eager):
 
     def snapshot(trace):  # the cache right after each refresh
         state = session.cache
-        snapshots.append((
-            [(layer.keys.clone(), layer.values.clone()) for layer in state.kv.layers],
-            state.extras["h2o_accumulated"].clone(),
-        ))
+        snapshots.append(
+            (
+                [(layer.keys.clone(), layer.values.clone()) for layer in state.kv.layers],
+                state.extras["h2o_accumulated"].clone(),
+            )
+        )
 
     session = CacheSession(smollm, prepared.config, on_refresh=snapshot)
     session.feed(prepared.prompt_ids)
@@ -121,8 +122,13 @@ def test_h2o_carries_survivors_over_unchanged(smollm, eager):
         cache.update(k, v, i)
     ids = [tok.id for tok in trace.tokens[before.step : after.step]]
     with torch.inference_mode():
-        out = eager(input_ids=torch.tensor([ids]), position_ids=torch.arange(before.step, after.step)[None],
-                    past_key_values=cache, use_cache=True, output_attentions=True)
+        out = eager(
+            input_ids=torch.tensor([ids]),
+            position_ids=torch.arange(before.step, after.step)[None],
+            past_key_values=cache,
+            use_cache=True,
+            output_attentions=True,
+        )
     increment = torch.stack(out.attentions)[:, 0].mean(dim=1).sum(dim=(0, 1))
     expected = torch.cat([carried, torch.zeros(len(ids))]) + increment
     _close(after.scores["h2o_accumulated"], expected[frozen:])
@@ -216,8 +222,25 @@ def test_cli_record_all_keeps_every_signal(tmp_path, capsys):
     from ccviz.cli import main
 
     out = tmp_path / "trace.json"
-    code = main(["run", "--model", "tiny-random", "--prompt", LONG_PROMPT, "--policy", "h2o", "--cache-size", "16",
-                 "--max-new-tokens", "8", "--record", "all", "--out", str(out)])
+    code = main(
+        [
+            "run",
+            "--model",
+            "tiny-random",
+            "--prompt",
+            LONG_PROMPT,
+            "--policy",
+            "h2o",
+            "--cache-size",
+            "16",
+            "--max-new-tokens",
+            "8",
+            "--record",
+            "all",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0, capsys.readouterr().err
     trace = Trace.load(out)
     assert trace.config["record"] == "all" and trace.config["recent"] == 8

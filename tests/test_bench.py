@@ -99,8 +99,10 @@ def test_answer_match_is_normalised_but_whole_word(output, answer, expected):
 def _trace(cycles: list[tuple[int, list[int]]], n_tokens: int) -> Trace:
     """A hand-built trace: ``cycles`` are (step, kept) pairs."""
     tokens = [TokenRecord(t=t, id=t, text=str(t), source="prompt") for t in range(n_tokens)]
-    built = [Cycle(index=i, step=step, phase="prefill", candidates=[], kept=kept, scores={}, seconds=0.0)
-             for i, (step, kept) in enumerate(cycles)]
+    built = [
+        Cycle(index=i, step=step, phase="prefill", candidates=[], kept=kept, scores={}, seconds=0.0)
+        for i, (step, kept) in enumerate(cycles)
+    ]
     return Trace(config={}, tokens=tokens, cycles=built)
 
 
@@ -159,7 +161,10 @@ def test_benchmarks_measure_every_policy_and_the_papers_form_of_counter_causal()
     labels = [spec.label for spec in registered_specs()]
     assert set(POLICIES) < set(labels) and len(labels) == len(set(labels))
     paper = labels[labels.index("counter_causal") + 1]  # listed next to ours, so tables show them together
-    assert paper == "counter_causal:score=logit" and parse_spec(paper).build().options() != POLICIES["counter_causal"]().options()
+    assert (
+        paper == "counter_causal:score=logit"
+        and parse_spec(paper).build().options() != POLICIES["counter_causal"]().options()
+    )
 
 
 def test_result_rows_are_read_in_the_benchmarks_policy_order(tmp_path):
@@ -168,8 +173,15 @@ def test_result_rows_are_read_in_the_benchmarks_policy_order(tmp_path):
     policies = ["tova", "my:spec", "counter_causal", "sliding", "full", "counter_causal:score=logit", "tova"]
     pd.DataFrame({"policy": policies, "value": range(len(policies))}).to_csv(path, index=False)
     frame = load_results(tmp_path)["rows"]
-    assert frame.policy.tolist() == ["full", "sliding", "tova", "tova", "counter_causal", "counter_causal:score=logit",
-                                     "my:spec"]
+    assert frame.policy.tolist() == [
+        "full",
+        "sliding",
+        "tova",
+        "tova",
+        "counter_causal",
+        "counter_causal:score=logit",
+        "my:spec",
+    ]
     assert frame.value.tolist()[2:4] == [0, 6]  # stable: a policy's own rows keep their order
 
 
@@ -240,10 +252,14 @@ def test_perplexity_rises_when_a_small_window_forgets_the_context(smollm):
 
 
 def test_charts_are_valid_svg_with_one_line_per_policy(tmp_path):
-    summary = pd.DataFrame({
-        "policy": ["full", "sliding", "sliding", "tova", "tova"], "budget": [1.0, 0.1, 0.5, 0.1, 0.5],
-        "survival": [1.0, 0.0, 0.4, 0.1, 0.6], "accuracy": [0.8, 0.0, 0.3, float("nan"), 0.5],
-    })
+    summary = pd.DataFrame(
+        {
+            "policy": ["full", "sliding", "sliding", "tova", "tova"],
+            "budget": [1.0, 0.1, 0.5, 0.1, 0.5],
+            "survival": [1.0, 0.0, 0.4, 0.1, 0.6],
+            "accuracy": [0.8, 0.0, 0.3, float("nan"), 0.5],
+        }
+    )
     written = write_plots({"retention_summary": summary}, tmp_path)
     assert sorted(p.name for p in written) == ["accuracy.svg", "survival.svg"]
     svg = ET.parse(tmp_path / "survival.svg").getroot()
@@ -264,11 +280,18 @@ def test_ablation_table_shows_survival_and_kept_share_and_omits_unmeasured_accur
     from ccviz.bench.report import ablation_table
 
     nan = float("nan")
-    retention = pd.DataFrame({
-        "policy": ["full", "counter_causal:score=logit"], "survival": [1.0, 0.25], "survival_low": [0.8, 0.1],
-        "survival_high": [1.0, 0.5], "kept_share": [1.0, 0.4], "accuracy": [nan, nan], "accuracy_low": [nan, nan],
-        "accuracy_high": [nan, nan],
-    })
+    retention = pd.DataFrame(
+        {
+            "policy": ["full", "counter_causal:score=logit"],
+            "survival": [1.0, 0.25],
+            "survival_low": [0.8, 0.1],
+            "survival_high": [1.0, 0.5],
+            "kept_share": [1.0, 0.4],
+            "accuracy": [nan, nan],
+            "accuracy_low": [nan, nan],
+            "accuracy_high": [nan, nan],
+        }
+    )
     perplexity = pd.DataFrame({"policy": ["full", "counter_causal:score=logit"], "delta_nll": [0.0, 0.5]})
     table = ablation_table(retention, perplexity)
     assert "| counter_causal:score=logit | 25% (10-50) | 40% | +0.500 |" in table
@@ -295,32 +318,45 @@ def test_variants_are_paired_with_their_own_default_on_the_same_cases_per_budget
     assert slow == "counter_causal:score=logprob,min_gap=0,smooth=0"
     assert fast == "counter_causal_fast:score=logit,min_gap=0,smooth=0"
     assert default_labels(["counter_causal", "counter_causal:score=logit", "counter_causal_fast:score=logprob"]) == {
-        "counter_causal": "counter_causal", "counter_causal:score=logit": "counter_causal"}  # fast: its default not measured
-    for both in (["counter_causal", "counter_causal:score=logprob"], ["counter_causal:score=logprob", "counter_causal"]):
+        "counter_causal": "counter_causal",
+        "counter_causal:score=logit": "counter_causal",
+    }  # fast: its default not measured
+    for both in (
+        ["counter_causal", "counter_causal:score=logprob"],
+        ["counter_causal:score=logprob", "counter_causal"],
+    ):
         assert set(default_labels(both).values()) == {"counter_causal"}  # two names for the default: the plain one
     other = "counter_causal:score=logit,min_gap=0,smooth=0"
-    rows = pd.DataFrame({
-        "case": [0, 0, 0, 1, 1, 1, 2, 2, 3, 0, 0],
-        "budget": [1.0] + [0.25] * 8 + [0.5] * 2,
-        "policy": ["full", slow, other, "full", slow, other, slow, other, other, slow, other],  # case 3: no default
-        "survived": [1, 0, 1, 1, 1, 0, 0, 1, 1, 1, 0],
-    })
+    rows = pd.DataFrame(
+        {
+            "case": [0, 0, 0, 1, 1, 1, 2, 2, 3, 0, 0],
+            "budget": [1.0] + [0.25] * 8 + [0.5] * 2,
+            "policy": ["full", slow, other, "full", slow, other, slow, other, other, slow, other],  # case 3: no default
+            "survived": [1, 0, 1, 1, 1, 0, 0, 1, 1, 1, 0],
+        }
+    )
     paired = paired_with_defaults(rows).set_index(["policy", "budget"])
     assert paired.loc[(other, 0.25), ["cases", "wins", "losses"]].tolist() == [3, 2, 1]
     assert paired.loc[(other, 0.5), ["cases", "wins", "losses"]].tolist() == [1, 0, 1]
     assert paired.loc[(slow, 0.25), ["wins", "losses", "p"]].tolist() == [0, 0, 1.0]
     assert fast not in paired.index.get_level_values("policy")
-    alone = rows.assign(policy=rows.policy.replace(other, "counter_causal_fast:score=logprob"))  # no fast default measured
+    alone = rows.assign(
+        policy=rows.policy.replace(other, "counter_causal_fast:score=logprob")
+    )  # no fast default measured
     assert paired_with_defaults(alone).policy.tolist() == [slow, slow]
 
 
 def test_the_retention_report_pairs_variants_measured_next_to_their_default():
     from ccviz.bench.report import retention_pairing
 
-    rows = pd.DataFrame({
-        "case": [0, 0, 1, 1, 2, 2], "budget": [0.25] * 6, "survived": [0, 1, 0, 1, 1, 1],
-        "policy": ["counter_causal", "counter_causal:score=logit"] * 3,
-    })
+    rows = pd.DataFrame(
+        {
+            "case": [0, 0, 1, 1, 2, 2],
+            "budget": [0.25] * 6,
+            "survived": [0, 1, 0, 1, 1, 1],
+            "policy": ["counter_causal", "counter_causal:score=logit"] * 3,
+        }
+    )
     assert "| counter_causal:score=logit | J=25% | counter_causal | 3 | +2 / -0 (p 0.5) |" in retention_pairing(rows)
     assert retention_pairing(rows[rows.policy == "counter_causal"]) == ""  # no variants: no table
 
@@ -329,10 +365,16 @@ def test_ruler_variants_are_paired_by_the_share_of_required_tokens_kept_per_task
     from ccviz.bench.report import ruler_pairing
 
     word, fast = "counter_causal_fast:granularity=word,pool=max", "counter_causal_fast"
-    rows = pd.DataFrame({  # two cases (length, trial) of one task at one budget; no policy keeps the chain whole
-        "task": ["variable_tracking"] * 5, "budget": [1.0, 0.25, 0.25, 0.25, 0.25], "length": [1000] * 5,
-        "trial": [0, 0, 0, 1, 1], "policy": ["full", fast, word, fast, word], "kept_share": [1.0, 0.4, 0.8, 0.5, 0.5],
-    })
+    rows = pd.DataFrame(
+        {  # two cases (length, trial) of one task at one budget; no policy keeps the chain whole
+            "task": ["variable_tracking"] * 5,
+            "budget": [1.0, 0.25, 0.25, 0.25, 0.25],
+            "length": [1000] * 5,
+            "trial": [0, 0, 0, 1, 1],
+            "policy": ["full", fast, word, fast, word],
+            "kept_share": [1.0, 0.4, 0.8, 0.5, 0.5],
+        }
+    )
     text = ruler_pairing(rows)
     assert f"| variable_tracking: {word} vs {fast} | +1 / -0 (p 1) |" in text  # a tie counts for neither
     assert ruler_pairing(rows[rows.policy != word]) == ""
@@ -341,11 +383,15 @@ def test_ruler_variants_are_paired_by_the_share_of_required_tokens_kept_per_task
 def test_retention_breakdown_splits_survival_by_fact_type_and_position_at_the_middle_budget():
     from ccviz.bench.report import retention_breakdown
 
-    rows = pd.DataFrame({
-        "policy": ["full"] + ["sliding"] * 5, "budget": [1.0, 0.1, 0.25, 0.25, 0.25, 0.5],
-        "fact_type": ["name", "name", "name", "number", "number", "number"],
-        "position": [0.1, 0.1, 0.1, 0.5, 0.9, 0.9], "survived": [1, 1, 0, 0, 1, 1],
-    })
+    rows = pd.DataFrame(
+        {
+            "policy": ["full"] + ["sliding"] * 5,
+            "budget": [1.0, 0.1, 0.25, 0.25, 0.25, 0.5],
+            "fact_type": ["name", "name", "name", "number", "number", "number"],
+            "position": [0.1, 0.1, 0.1, 0.5, 0.9, 0.9],
+            "survived": [1, 1, 0, 0, 1, 1],
+        }
+    )
     text = retention_breakdown(rows)
     assert "at J=25%" in text  # budgets 10%, 25% and 50%: the middle one
     assert "| sliding | 0% (1) | 50% (2) |" in text  # name, number
@@ -382,8 +428,19 @@ def test_policies_that_only_read_the_cache_share_one_fill():
     from ccviz.bench.specs import parse_spec
     from ccviz.bench.tasks.efficiency import fill_groups
 
-    specs = [parse_spec(t) for t in ("sliding", "tova", "counter_causal", "counter_causal_fast", "counter_causal_fast:window=128",
-                                     "counter_causal:from_layer=7", "h2o", "sliding:granularity=word")]
+    specs = [
+        parse_spec(t)
+        for t in (
+            "sliding",
+            "tova",
+            "counter_causal",
+            "counter_causal_fast",
+            "counter_causal_fast:window=128",
+            "counter_causal:from_layer=7",
+            "h2o",
+            "sliding:granularity=word",
+        )
+    ]
     policies = {s.label: s.build() for s in specs}
     groups = [[s.label for s in group] for group in fill_groups(specs, policies, 30)]
     assert ["tova"] in groups and ["h2o"] in groups  # they capture attention or keep per-pass state

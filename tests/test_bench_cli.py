@@ -10,7 +10,9 @@ from ccviz.bench.results import load_results
 
 
 def _bench(*args, timeout=900):  # a hang guard, not a speed check
-    return subprocess.run([sys.executable, "-m", "ccviz", "bench", *args], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "ccviz", "bench", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def _every_task_wrote_loadable_results(result: subprocess.CompletedProcess, folder) -> None:
@@ -19,8 +21,16 @@ def _every_task_wrote_loadable_results(result: subprocess.CompletedProcess, fold
     for name in ("retention", "perplexity", "decode", "efficiency_refresh", "efficiency_e2e"):
         assert set(results[name]["policy"]) >= set(evicting), name
         assert results["meta"][name]["commit"] and results["meta"][name]["machine"], name
-    for name in ("retention", "perplexity", "decode", "efficiency", "ablation_retention", "ablation_perplexity",
-                 "allocation_retention", "allocation_perplexity"):
+    for name in (
+        "retention",
+        "perplexity",
+        "decode",
+        "efficiency",
+        "ablation_retention",
+        "ablation_perplexity",
+        "allocation_retention",
+        "allocation_perplexity",
+    ):
         assert not results[f"{name}_summary"].empty, name
     allocated = results["allocation_retention"]
     assert set(allocated.policy) == {"full", "snapkv", "snapkv:allocation=pyramid", "snapkv:allocation=adaptive"}
@@ -30,8 +40,14 @@ def _every_task_wrote_loadable_results(result: subprocess.CompletedProcess, fold
     retention = results["retention"]
     assert set(retention["survived"]) <= {0, 1}
     assert (retention.loc[retention.policy == "full", "survived"] == 1).all()
-    for title in ("Rare-fact retention", "Long-text perplexity", "Decode-heavy generation", "Efficiency", "ablation",
-                  "Budget allocation over layers and heads"):
+    for title in (
+        "Rare-fact retention",
+        "Long-text perplexity",
+        "Decode-heavy generation",
+        "Efficiency",
+        "ablation",
+        "Budget allocation over layers and heads",
+    ):
         assert title in result.stdout
 
 
@@ -112,9 +128,12 @@ def test_retention_rows_spread_over_worker_processes_are_the_rows_of_one_process
     from ccviz.bench.dispatch import Workers
     from ccviz.bench.tasks import allocation
 
-    allocation.run(tiny, True, tmp_path, workers=Workers(count=2), model_args={"name_or_path": "tiny-random"},
-                   log=lambda _: None)
+    allocation.run(
+        tiny, True, tmp_path, workers=Workers(count=2), model_args={"name_or_path": "tiny-random"}, log=lambda _: None
+    )
     timings, key = ["seconds", "refresh_seconds"], ["case", "policy", "budget"]
-    here, spread = (load_results(folder)["allocation_retention"].drop(columns=timings).sort_values(key).reset_index(drop=True)
-                    for folder in (quick_bench[0], tmp_path))
+    here, spread = (
+        load_results(folder)["allocation_retention"].drop(columns=timings).sort_values(key).reset_index(drop=True)
+        for folder in (quick_bench[0], tmp_path)
+    )
     pd.testing.assert_frame_equal(here, spread)

@@ -14,11 +14,20 @@ from ccviz.cli import main
 TINY = ("--quick", "--model", "tiny-random")
 RATIOS = {  # what each report compares, against a baseline measured in the same run
     "overhead": [r"^ratio \(ccviz / model\.generate\): \d+\.\d{3}   target >= 0\.9$"],
-    "memory": [r"^policy +N=4 +N=16 +ratio$", r"^sliding +\d+\.\d +\d+\.\d +\d+\.\d\d$", r"^full +\d+\.\d +\d+\.\d +\d+\.\d\d$"],
-    "cost": [r"^ +32 +\d+\.\d{3} +\d+\.\d{3} +(\d+\.\d{3}x \(\d+\.\d\dx\) +){6}\d+\.\d{3}x \(\d+\.\d\dx\)$",
-             r"^H\^\(L-1\) buffer: .* = \d+\.\d%$"],
-    "attention": [r"ratio \d+\.\d{3}$", r"^ +\d+ +\d+\.\d{3} +\d+\.\d{3} +(\d\.\de-\d\dx \( *\d+\.\d\dx\) *){4}$",
-                  r"^ +h2o +\d+\.\d tokens/s   \d+\.\d\dx full$"],
+    "memory": [
+        r"^policy +N=4 +N=16 +ratio$",
+        r"^sliding +\d+\.\d +\d+\.\d +\d+\.\d\d$",
+        r"^full +\d+\.\d +\d+\.\d +\d+\.\d\d$",
+    ],
+    "cost": [
+        r"^ +32 +\d+\.\d{3} +\d+\.\d{3} +(\d+\.\d{3}x \(\d+\.\d\dx\) +){6}\d+\.\d{3}x \(\d+\.\d\dx\)$",
+        r"^H\^\(L-1\) buffer: .* = \d+\.\d%$",
+    ],
+    "attention": [
+        r"ratio \d+\.\d{3}$",
+        r"^ +\d+ +\d+\.\d{3} +\d+\.\d{3} +(\d\.\de-\d\dx \( *\d+\.\d\dx\) *){4}$",
+        r"^ +h2o +\d+\.\d tokens/s   \d+\.\d\dx full$",
+    ],
 }
 
 
@@ -75,7 +84,10 @@ def test_bad_probe_settings_give_one_line_error(bench, args, message, tmp_path):
 
 def test_results_go_to_out_else_the_environment_else_bench_results_here(bench, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert results_dir() == tmp_path / "bench" / "results" and results_dir(True) == tmp_path / "bench" / "results" / "quick"
+    assert (
+        results_dir() == tmp_path / "bench" / "results"
+        and results_dir(True) == tmp_path / "bench" / "results" / "quick"
+    )
     assert bench("cost", *TINY)[0] == 0
     assert (tmp_path / "bench" / "results" / "quick" / "cost.txt").is_file()
 
@@ -87,4 +99,7 @@ def test_results_go_to_out_else_the_environment_else_bench_results_here(bench, t
     assert bench("cost", *TINY, "--out", "given")[0] == 0
     assert (tmp_path / "given" / "cost.txt").is_file()
     assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.txt")) == [
-        "bench/results/quick/cost.txt", "env/quick/cost.txt", "given/cost.txt"]
+        "bench/results/quick/cost.txt",
+        "env/quick/cost.txt",
+        "given/cost.txt",
+    ]

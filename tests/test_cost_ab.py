@@ -13,8 +13,9 @@ SCRIPT = ROOT / "scripts" / "bench" / "cost_ab.py"
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=600, check=False)
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args], cwd=ROOT, capture_output=True, text=True, timeout=600, check=False
+    )
 
 
 @pytest.mark.skipif(not (ROOT / ".git").exists(), reason="needs a git checkout to unpack HEAD from")

@@ -27,7 +27,9 @@ LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\[\]]*\])*\]\(\s*<?([^()\s>]+)>?(?:\s+\"[
 HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$", re.M)
 CITATION = re.compile(r"docs/[A-Za-z0-9_./-]+\.md(?:#[A-Za-z0-9_-]+)?")
 # A generated block names its results folder (relative to the repository) unless it is the published one.
-BLOCK = re.compile(r"<!-- bench report(?P<folder>(?: [^\s:]+)?): begin -->\n(?P<body>.*?)<!-- bench report(?P=folder): end -->", re.S)
+BLOCK = re.compile(
+    r"<!-- bench report(?P<folder>(?: [^\s:]+)?): begin -->\n(?P<body>.*?)<!-- bench report(?P=folder): end -->", re.S
+)
 
 
 def markdown_files() -> list[Path]:
@@ -75,7 +77,9 @@ def broken_target(source: Path, target: str, base: Path) -> str | None:
 
 def test_readme_is_short():
     size = len(README.read_text(encoding="utf-8"))
-    assert size <= README_LIMIT, f"README.md has {size} characters; keep it under {README_LIMIT} and move detail into docs/"
+    assert size <= README_LIMIT, (
+        f"README.md has {size} characters; keep it under {README_LIMIT} and move detail into docs/"
+    )
 
 
 def test_slugs_follow_github():
@@ -148,7 +152,9 @@ def write_reports() -> None:
 
 if __name__ == "__main__":
     if sys.argv[1:] != ["--write"]:
-        sys.exit("usage: python tests/test_docs.py --write   (regenerates the bench report sections of docs/benchmarks.md)")
+        sys.exit(
+            "usage: python tests/test_docs.py --write   (regenerates the bench report sections of docs/benchmarks.md)"
+        )
     sys.path.insert(0, str(ROOT))
     write_reports()
     print(f"rewrote the generated sections of {BENCHMARKS.relative_to(ROOT)}")

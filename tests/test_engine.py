@@ -23,10 +23,12 @@ def _reference_ids(lm, prompt, max_new_tokens):
     ids = encode_prompt(lm.tokenizer, prompt, chat=True).ids
     with torch.inference_mode():
         out = lm.model.generate(
-            torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-            max_new_tokens=max_new_tokens, do_sample=False,
+            torch.tensor([ids]),
+            attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
         )
-    return out[0, len(ids):].tolist()
+    return out[0, len(ids) :].tolist()
 
 
 def _generated_ids(trace):
@@ -70,7 +72,9 @@ def test_refresh_invariants_sliding(tiny):
 
 
 def test_cache_entries_keep_their_ids_and_positions(tiny):
-    prepared = prepare(tiny, LONG_PROMPT, RunConfig(policy="streaming_llm", cache_size=16, chunk_size=4, frozen=0, chat=False))
+    prepared = prepare(
+        tiny, LONG_PROMPT, RunConfig(policy="streaming_llm", cache_size=16, chunk_size=4, frozen=0, chat=False)
+    )
     session = CacheSession(tiny, prepared.config)
     ids = prepared.prompt_ids
     session.feed(ids[: len(ids) // 4 * 4 - 2])  # the last pass ends off a refresh boundary
@@ -88,7 +92,9 @@ def test_cache_entries_keep_their_ids_and_positions(tiny):
 
 
 def test_short_prompt_never_evicts(tiny):
-    trace = generate(tiny, "Hello there, how are you?", policy="sliding", cache_size=64, chunk_size=16, max_new_tokens=5)
+    trace = generate(
+        tiny, "Hello there, how are you?", policy="sliding", cache_size=64, chunk_size=16, max_new_tokens=5
+    )
     n = trace.config["prompt_tokens"]
     assert n < 64 + 16
     for cycle in trace.cycles:
@@ -107,8 +113,13 @@ def test_sampling_is_seeded(tiny):
 def test_progress_and_cancel(tiny):
     calls = []
     trace = generate(
-        tiny, LONG_PROMPT, policy="sliding", cache_size=16, max_new_tokens=50,
-        progress=lambda r, p, t: calls.append((r, p, t)), should_stop=lambda: len(calls) >= 6,
+        tiny,
+        LONG_PROMPT,
+        policy="sliding",
+        cache_size=16,
+        max_new_tokens=50,
+        progress=lambda r, p, t: calls.append((r, p, t)),
+        should_stop=lambda: len(calls) >= 6,
     )
     assert trace.status == "cancelled" and trace.stop_reason == "cancelled"
     assert len(calls) == 6

@@ -24,7 +24,9 @@ DOC = (
 
 @pytest.fixture(scope="module")
 def run(smollm):
-    return generate(smollm, DOC, policy="counter_causal_fast", cache_size=24, chunk_size=8, recent=4, max_new_tokens=6, chat=False)
+    return generate(
+        smollm, DOC, policy="counter_causal_fast", cache_size=24, chunk_size=8, recent=4, max_new_tokens=6, chat=False
+    )
 
 
 def _rank_reference(scores: list[float], index: int) -> int:
@@ -85,15 +87,26 @@ def test_counter_causal_weights_are_the_attention_the_pass_itself_applies(smollm
     pos = torch.arange(n)
     for variant, min_gap, window in (("fast", 0, 0), ("fast", 2, 9), ("full", 1, 0)):
         kv, hidden = causal_pass(model, ids, pos[None], residual_layer=-1 if variant == "fast" else 0)
-        weights = counter_causal_weights(model, kv, ids[0], pos, hidden if variant == "fast" else None, row=row,
-                                         variant=variant, min_gap=min_gap, window=window)
+        weights = counter_causal_weights(
+            model,
+            kv,
+            ids[0],
+            pos,
+            hidden if variant == "fast" else None,
+            row=row,
+            variant=variant,
+            min_gap=min_gap,
+            window=window,
+        )
         visible = torch.zeros(n, dtype=torch.bool)
         visible[row + min_gap + 1 : (row + window + 1) if window else n] = True
         assert torch.allclose(weights.sum(-1), torch.ones(weights.shape[0]), atol=1e-5)
         assert weights[:, ~visible].abs().max() == 0
         last = len(model.model.layers) - 1
         first = last if variant == "fast" else 0
-        x = _residual_stream(model, kv, ids[0], pos, hidden if variant == "fast" else None, variant, min_gap, first, window, until=last)
+        x = _residual_stream(
+            model, kv, ids[0], pos, hidden if variant == "fast" else None, variant, min_gap, first, window, until=last
+        )
         layer, (keys, values) = model.model.layers[last], kv[last]
         rope = model.model.rotary_emb(x, pos[None])
         engine = _counter_causal_attention(layer, x, keys, values, rope, min_gap, window)[0, row]
@@ -127,4 +140,8 @@ def test_causal_weights_received_match_an_explicit_softmax_of_the_models_own_que
 
 def test_descending_rank_breaks_ties_towards_the_later_entry():
     values = torch.tensor([3.0, 5.0, 3.0, float("inf"), 1.0])
-    assert [descending_rank(values, i) for i in range(5)] == [_rank_reference(values.tolist(), i) for i in range(5)] == [4, 2, 3, 1, 5]
+    assert (
+        [descending_rank(values, i) for i in range(5)]
+        == [_rank_reference(values.tolist(), i) for i in range(5)]
+        == [4, 2, 3, 1, 5]
+    )

@@ -61,7 +61,9 @@ def test_no_module_outside_the_engine_touches_a_private_engine_name():
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for module, names in _imports(path):
             if module == "ccviz.engine" or module.startswith("ccviz.engine."):
-                offences += [f"{path.relative_to(ROOT)}: imports {name} from {module}" for name in names if _private(name)]
+                offences += [
+                    f"{path.relative_to(ROOT)}: imports {name} from {module}" for name in names if _private(name)
+                ]
         for node in ast.walk(tree):
             if isinstance(node, ast.Attribute) and node.attr in private:
                 owner = node.value.id if isinstance(node.value, ast.Name) else ""
@@ -92,7 +94,7 @@ def find_cycles(graph: dict[str, set[str]]) -> list[str]:
         state[node] = "open"
         for target in sorted(graph.get(node, ())):
             if state.get(target) == "open":
-                cycles.append(" -> ".join(stack[stack.index(target):] + [target]))
+                cycles.append(" -> ".join(stack[stack.index(target) :] + [target]))
             elif target not in state:
                 visit(target, [*stack, target])
         state[node] = "done"
@@ -121,14 +123,30 @@ def test_the_cycle_check_finds_a_planted_cycle():
 # Each room of ccviz and the layer it sits in, bottom first. A module imports its own layer or the ones
 # below, never one above (docs/architecture.md#layers).
 LAYERS = {
-    "errors": 0, "fields": 0, "choices": 0, "envvars": 0, "version": 0, "prompts": 0, "models": 0,
-    "capture": 1, "scoring": 1, "cache": 1, "phrases": 1,
-    "policies": 2, "plugins": 2,
-    "engine": 3, "trace": 3,
-    "explain": 4, "signals": 4,
-    "figures": 5, "bench": 5, "worker": 5,
+    "errors": 0,
+    "fields": 0,
+    "choices": 0,
+    "envvars": 0,
+    "version": 0,
+    "prompts": 0,
+    "models": 0,
+    "capture": 1,
+    "scoring": 1,
+    "cache": 1,
+    "phrases": 1,
+    "policies": 2,
+    "plugins": 2,
+    "engine": 3,
+    "trace": 3,
+    "explain": 4,
+    "signals": 4,
+    "figures": 5,
+    "bench": 5,
+    "worker": 5,
     "ui": 6,
-    "cli": 7, "__main__": 7, "ccviz": 7,
+    "cli": 7,
+    "__main__": 7,
+    "ccviz": 7,
 }
 # Rooms of one layer that must still not reach each other.
 FORBIDDEN = {("worker", "ui"), ("worker", "bench"), ("worker", "figures"), ("figures", "worker")}
@@ -151,7 +169,9 @@ def test_no_module_imports_a_layer_above_it():
         for target in targets:
             other = _room(target)
             if LAYERS[other] > LAYERS[room] or (room, other) in FORBIDDEN:
-                offences.append(f"{module} ({room}, layer {LAYERS[room]}) imports {target} ({other}, layer {LAYERS[other]})")
+                offences.append(
+                    f"{module} ({room}, layer {LAYERS[room]}) imports {target} ({other}, layer {LAYERS[other]})"
+                )
     assert not offences, "\n".join(offences)
 
 

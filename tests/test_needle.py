@@ -61,7 +61,7 @@ def test_generators_are_deterministic_per_seed_and_state_each_answer_only_in_the
         assert count == sum(needle.count(answer) for needle in needles) >= 1
     for a, b in one.required:  # what must survive lies inside a needle
         assert any(x <= a and b <= y for x, y in one.needles)
-    assert one.prompt[one.question_start:].startswith("Question: ")
+    assert one.prompt[one.question_start :].startswith("Question: ")
 
 
 def test_the_hay_depends_on_length_trial_and_seed_only_and_down_a_column_only_the_needle_moves(tokenizer):
@@ -102,7 +102,7 @@ def test_variable_tracking_states_the_chain_in_order(tokenizer):
     assert links[1:] == [f"VAR {b} = VAR {a}." for a, b in zip(names, names[1:])]
     assert [case.prompt[a:b] for a, b in case.required] == [link[:-1] for link in links]  # every link, whole
     value = links[0].rstrip(".").split("= ")[1]
-    assert f"assigned the value {value}" in case.prompt[case.question_start:]
+    assert f"assigned the value {value}" in case.prompt[case.question_start :]
 
 
 def test_bad_generator_arguments_fail_in_one_line(tokenizer):
@@ -133,16 +133,27 @@ def test_survival_of_a_cell_equals_a_direct_check_on_its_trace(tiny):
     """The row's survival is what the trace's cache held when the question started, computed here from
     the prompt's characters by a slow token walk instead of the harness's span helpers."""
     tokenizer = tiny.tokenizer
-    for policy, depth, task in (("sliding", 0.0, "needle"), ("sliding", 1.0, "needle"), ("snapkv", 0.5, "needle"),
-                                ("tova", None, "variable_tracking"), ("h2o", None, "multivalue")):
+    for policy, depth, task in (
+        ("sliding", 0.0, "needle"),
+        ("sliding", 1.0, "needle"),
+        ("snapkv", 0.5, "needle"),
+        ("tova", None, "variable_tracking"),
+        ("h2o", None, "multivalue"),
+    ):
         cell = needle_cells([PolicySpec(policy)], replace(NeedleSettings.quick(), lengths=(400,), depths=(0.5,)))[1]
         cell = replace(cell, depth=depth, task=task)
         row = measure_cell(tiny, cell)
         case = cell.case(tokenizer)
-        trace = generate(tiny, case.prompt, policy=policy, cache_size=row["cache_size"], max_new_tokens=case.max_new_tokens)
+        trace = generate(
+            tiny, case.prompt, policy=policy, cache_size=row["cache_size"], max_new_tokens=case.max_new_tokens
+        )
         text_start = encode_prompt(tokenizer, case.prompt, chat=True).template_prefix
         offsets = tokenizer(case.prompt, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
-        required = [text_start + i for i, (a, b) in enumerate(offsets) if any(a < end and b > start for start, end in case.required)]
+        required = [
+            text_start + i
+            for i, (a, b) in enumerate(offsets)
+            if any(a < end and b > start for start, end in case.required)
+        ]
         question = text_start + next(i for i, (a, b) in enumerate(offsets) if b > case.question_start)
         assert row["question_start"] == question and row["required_tokens"] == len(required)
         cached = _cached(trace, question)
@@ -171,7 +182,9 @@ def quick_map(tiny, tmp_path_factory):
 def test_the_full_cache_keeps_every_needle_and_the_maps_plot_the_rows(quick_map):
     out, specs, summary, rows = quick_map
     settings = NeedleSettings.quick()
-    assert len(rows) == settings.cells_per_policy * (len(specs) + 1) - settings.cells_per_policy * (len(settings.budgets) - 1)
+    assert len(rows) == settings.cells_per_policy * (len(specs) + 1) - settings.cells_per_policy * (
+        len(settings.budgets) - 1
+    )
     full = rows[rows.policy == "full"]
     assert len(full) == len(settings.lengths) * len(settings.depths) and full.survived.eq(1).all()
     assert set(rows.kind) <= set(KINDS)
@@ -201,8 +214,15 @@ def test_a_rerun_resumes_and_refuses_other_settings(quick_map, tiny):
 
 def test_worker_processes_give_the_rows_this_process_gives(quick_map, tmp_path):
     out, specs, _, rows = quick_map
-    run_needle(None, specs, NeedleSettings.quick(), tmp_path, workers=Workers(count=2),
-               model_args={"name_or_path": "tiny-random"}, log=lambda _: None)
+    run_needle(
+        None,
+        specs,
+        NeedleSettings.quick(),
+        tmp_path,
+        workers=Workers(count=2),
+        model_args={"name_or_path": "tiny-random"},
+        log=lambda _: None,
+    )
     _same_rows(rows, pd.read_csv(tmp_path / "needle.csv"))
 
 
@@ -213,11 +233,20 @@ def _same_rows(a: pd.DataFrame, b: pd.DataFrame) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is an optional extra (pip install 'ccviz[cluster]')")
+@pytest.mark.skipif(
+    importlib.util.find_spec("ray") is None, reason="Ray is an optional extra (pip install 'ccviz[cluster]')"
+)
 def test_a_local_ray_instance_gives_the_rows_this_process_gives(quick_map, tmp_path):
     out, specs, _, rows = quick_map
-    run_needle(None, specs, NeedleSettings.quick(), tmp_path, workers=Workers(count=2, ray="local"),
-               model_args={"name_or_path": "tiny-random"}, log=lambda _: None)
+    run_needle(
+        None,
+        specs,
+        NeedleSettings.quick(),
+        tmp_path,
+        workers=Workers(count=2, ray="local"),
+        model_args={"name_or_path": "tiny-random"},
+        log=lambda _: None,
+    )
     _same_rows(rows, pd.read_csv(tmp_path / "needle.csv"))
 
 
@@ -229,8 +258,12 @@ def _flaky(lm, cell):
 
 def test_a_failed_cell_loses_no_other_row_and_says_so_in_one_line(tiny):
     rows, lines = [], []
-    with pytest.raises(CcvizError, match=r"1 of 3 cells failed \(first: bad: ValueError: this cell cannot be measured\)"):
-        measure_cells(["a", "bad", "c"], _flaky, rows.append, lm=tiny, model_args={}, workers=Workers(), log=lines.append)
+    with pytest.raises(
+        CcvizError, match=r"1 of 3 cells failed \(first: bad: ValueError: this cell cannot be measured\)"
+    ):
+        measure_cells(
+            ["a", "bad", "c"], _flaky, rows.append, lm=tiny, model_args={}, workers=Workers(), log=lines.append
+        )
     assert rows == [{"cell": "a"}, {"cell": "c"}] and lines == ["failed: bad: ValueError: this cell cannot be measured"]
 
 
@@ -251,7 +284,9 @@ def test_ruler_tasks_run_for_every_policy_with_the_full_cache_as_ceiling(tiny, t
     assert [b.name for b in bars] == ["J = 50% of the document"] * len(RULER_TASKS)
     assert [b.showlegend for b in bars] == [True] + [False] * (len(RULER_TASKS) - 1)
     sliding = pooled[pooled.policy == "sliding"]
-    assert [list(b.x) for b in bars] == [[rate] for rate in sliding.survival] and all(list(b.y) == ["sliding"] for b in bars)
+    assert [list(b.x) for b in bars] == [[rate] for rate in sliding.survival] and all(
+        list(b.y) == ["sliding"] for b in bars
+    )
     ceilings = [shape.x0 for shape in ruler_figure(pooled).layout.shapes]
     assert ceilings == list(pooled[pooled.policy == "full"].survival) == [1.0] * len(RULER_TASKS)
     kept = ruler_figure(pooled, "kept_share").data  # the mean share per case, from the rows themselves
@@ -269,14 +304,25 @@ def test_ruler_defaults_add_a_word_unit_and_a_recency_hybrid_that_round_trip_as_
 
 
 def test_map_summary_pools_trials_with_wilson_intervals():
-    rows = pd.DataFrame({
-        "policy": ["snapkv"] * 4, "budget": [0.25] * 4, "length": [500] * 4, "depth": [0.5] * 4,
-        "survived": [1, 1, 1, 0], "answered": [1, 0, 0, 0], "answer_share": [1, 0, 0, 0], "kept_share": [1, 1, 1, 0.5],
-        "cache_size": [120] * 4, "seconds": [1.0] * 4,
-    })
+    rows = pd.DataFrame(
+        {
+            "policy": ["snapkv"] * 4,
+            "budget": [0.25] * 4,
+            "length": [500] * 4,
+            "depth": [0.5] * 4,
+            "survived": [1, 1, 1, 0],
+            "answered": [1, 0, 0, 0],
+            "answer_share": [1, 0, 0, 0],
+            "kept_share": [1, 1, 1, 0.5],
+            "cache_size": [120] * 4,
+            "seconds": [1.0] * 4,
+        }
+    )
     (cell,) = summarise_map(rows).itertuples()
     assert (cell.n, cell.survived, cell.survival, cell.answered) == (4, 3, 0.75, 1)
-    assert cell.survival_low == pytest.approx(0.3006, abs=1e-3) and cell.survival_high == pytest.approx(0.9544, abs=1e-3)
+    assert cell.survival_low == pytest.approx(0.3006, abs=1e-3) and cell.survival_high == pytest.approx(
+        0.9544, abs=1e-3
+    )
 
 
 def test_bench_report_draws_one_svg_map_per_policy(quick_map, tmp_path):
@@ -294,13 +340,25 @@ def test_bench_report_draws_one_svg_map_per_policy(quick_map, tmp_path):
 
 
 def test_a_partial_map_leaves_unmeasured_cells_blank_and_without_hover():
-    cell = dict(policy="tova", budget=0.25, n=1, answered=0, accuracy=0.0, accuracy_low=0.0, accuracy_high=0.79,
-                survival_low=0.0, survival_high=0.79, cache_size_mean=120.0)
-    summary = pd.DataFrame([
-        {**cell, "length": 500, "depth": 0.0, "survived": 1, "survival": 1.0},
-        {**cell, "length": 500, "depth": 1.0, "survived": 0, "survival": 0.0},
-        {**cell, "length": 1000, "depth": 0.0, "survived": 0, "survival": 0.0},  # (1000, 100%) not measured yet
-    ])
+    cell = dict(
+        policy="tova",
+        budget=0.25,
+        n=1,
+        answered=0,
+        accuracy=0.0,
+        accuracy_low=0.0,
+        accuracy_high=0.79,
+        survival_low=0.0,
+        survival_high=0.79,
+        cache_size_mean=120.0,
+    )
+    summary = pd.DataFrame(
+        [
+            {**cell, "length": 500, "depth": 0.0, "survived": 1, "survival": 1.0},
+            {**cell, "length": 500, "depth": 1.0, "survived": 0, "survival": 0.0},
+            {**cell, "length": 1000, "depth": 0.0, "survived": 0, "survival": 0.0},  # (1000, 100%) not measured yet
+        ]
+    )
     heat = needle_map_figure(summary, "tova", 0.25).data[0]
     assert [list(r) for r in heat.text] == [["1/1", "0/1"], ["0/1", ""]] and heat.hoverongaps is False
     assert math.isnan(heat.z[1][1]) and list(heat.customdata[1][1]) == ["", "", ""]

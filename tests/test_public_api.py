@@ -97,8 +97,18 @@ def test_a_policy_class_that_cannot_be_imported_still_runs_and_its_trace_says_wh
 
 
 def test_a_run_is_described_once_for_every_place_that_names_it():
-    config = RunConfig(policy="snapkv", cache_size=64, chunk_size=16, frozen=3, recent=0, policy_options={"window": 8},
-                       granularity="word", pool="mean", allocation="pyramid", pyramid_beta=4)
+    config = RunConfig(
+        policy="snapkv",
+        cache_size=64,
+        chunk_size=16,
+        frozen=3,
+        recent=0,
+        policy_options={"window": 8},
+        granularity="word",
+        pool="mean",
+        allocation="pyramid",
+        pyramid_beta=4,
+    )
     assert config.describe() == "snapkv (window=8) by word (mean), pyramid"
     assert config.describe_budget() == "J=64 · h=16 · frozen=3 · recent=0 · beta=4"
     plain = RunConfig(policy="tova", cache_size=8, granularity="token")
@@ -137,8 +147,11 @@ def test_register_policy_is_public_and_refuses_what_would_go_wrong_silently(regi
         name = "fine_sliding"
         summary = "a sliding window by another name"
 
-    refusals = [(NoDataclass, "'no_dataclass' must be a @dataclass"), (NoSummary, "'no_summary' needs a summary"),
-                (NoSignal, "'no_signal' evicts, so it needs a signal")]
+    refusals = [
+        (NoDataclass, "'no_dataclass' must be a @dataclass"),
+        (NoSummary, "'no_summary' needs a summary"),
+        (NoSignal, "'no_signal' evicts, so it needs a signal"),
+    ]
     for cls, message in refusals:
         with pytest.raises(CcvizError, match=message) as err:
             register_policy(cls)
@@ -157,7 +170,7 @@ def _distribution(root, name: str, entry_points: str, module: str = "", source: 
         (root / f"{module}.py").write_text(source, encoding="utf-8")
 
 
-PLUGIN_SOURCE = '''
+PLUGIN_SOURCE = """
 from dataclasses import dataclass
 
 from ccviz.policies.sliding import Sliding
@@ -167,12 +180,17 @@ from ccviz.policies.sliding import Sliding
 class Installed(Sliding):
     name = "installed_sliding"
     summary = "a sliding window from an installed distribution"
-'''
+"""
 
 
 def test_an_installed_distribution_registers_its_policy_by_entry_point(tmp_path, monkeypatch, registry, tiny):
-    _distribution(tmp_path, "ccviz_demo_plugin", "installed = ccviz_demo_plugin_policies:Installed",
-                  "ccviz_demo_plugin_policies", PLUGIN_SOURCE)
+    _distribution(
+        tmp_path,
+        "ccviz_demo_plugin",
+        "installed = ccviz_demo_plugin_policies:Installed",
+        "ccviz_demo_plugin_policies",
+        PLUGIN_SOURCE,
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     assert "installed_sliding" not in registry
     load_plugins(())

@@ -135,7 +135,9 @@ def test_on_refresh_streams_a_loadable_partial_trace_at_every_refresh(tiny):
 
     def on_refresh(trace: Trace) -> None:
         Trace.from_json(trace.to_json())  # loadable as it stands
-        assert trace.config["prompt_tokens"] == n_prompt  # from the first refresh on (the worker streams the config then)
+        assert (
+            trace.config["prompt_tokens"] == n_prompt
+        )  # from the first refresh on (the worker streams the config then)
         seen.append((len(trace.cycles), len(trace.tokens)))
         assert len(trace.tokens) == trace.cycles[-1].step  # every token up to the refresh, none beyond
 

@@ -63,7 +63,9 @@ def reference_scores(model, kv, tok, pos, hidden, variant, min_gap, first=None, 
                     group = head // (n_heads // n_kv)
                     logits = q[:, head] @ keys[group].T / math.sqrt(dim)
                     for i in range(n):
-                        allowed = [r for r, j in enumerate(entries) if j > i + min_gap and (not window or j <= i + window)]
+                        allowed = [
+                            r for r, j in enumerate(entries) if j > i + min_gap and (not window or j <= i + window)
+                        ]
                         if not allowed:
                             continue
                         row = logits[i, allowed]
@@ -154,7 +156,7 @@ def test_mask_is_counter_causal(smollm, variant, min_gap):
 def test_last_entries_are_infinite_and_the_rest_finite(tiny, min_gap):
     ids = torch.tensor([tiny.tokenizer(TEXT)["input_ids"][:16]])
     s = counter_causal_surprise(tiny.model, ids, variant="full", score="contrast", min_gap=min_gap)
-    assert torch.isinf(s[-(min_gap + 1):]).all() and (s[-(min_gap + 1):] > 0).all()
+    assert torch.isinf(s[-(min_gap + 1) :]).all() and (s[-(min_gap + 1) :] > 0).all()
     assert torch.isfinite(s[: -(min_gap + 1)]).all()
 
 
@@ -236,7 +238,10 @@ def test_a_window_covering_every_entry_is_no_window(smollm, variant):
     n = ids.shape[1]
     unbanded = counter_causal_surprise(smollm.model, ids, variant=variant, score="logprob", min_gap=1)
     for window in (n - 1, n, 10 * n):  # entry 0 reaches the last entry: identical, bit for bit
-        assert torch.equal(counter_causal_surprise(smollm.model, ids, variant=variant, score="logprob", min_gap=1, window=window), unbanded)
+        assert torch.equal(
+            counter_causal_surprise(smollm.model, ids, variant=variant, score="logprob", min_gap=1, window=window),
+            unbanded,
+        )
     # one short of that, the banded kernel runs; only entry 0 loses a key, the others see their whole future
     banded = counter_causal_surprise(smollm.model, ids, variant=variant, score="logprob", min_gap=1, window=n - 2)
     _equal_to(banded[1:], unbanded[1:], 1e-4)
@@ -274,7 +279,9 @@ LONG = (
 
 
 @pytest.mark.parametrize("policy", ["counter_causal", "counter_causal_fast"])
-@pytest.mark.parametrize("options", [{}, {"score": "contrast", "smooth": 3, "min_gap": 1}, {"score": "logprob", "recent": 4}])
+@pytest.mark.parametrize(
+    "options", [{}, {"score": "contrast", "smooth": 3, "min_gap": 1}, {"score": "logprob", "recent": 4}]
+)
 def test_engine_keeps_frozen_plus_top_surprise(tiny, policy, options):
     J, h = 16, 4
     trace = generate(tiny, LONG, policy=policy, policy_options=options, cache_size=J, chunk_size=h, max_new_tokens=12)
@@ -302,8 +309,9 @@ def test_engine_keeps_frozen_plus_top_surprise(tiny, policy, options):
 
 def test_in_engine_surprise_equals_standalone_before_eviction(smollm):
     """At the first refresh nothing was evicted yet: the engine's scores are those of the plain function."""
-    trace = generate(smollm, LONG, policy="counter_causal", cache_size=64, chunk_size=16, max_new_tokens=1, chat=False,
-                     frozen=3)
+    trace = generate(
+        smollm, LONG, policy="counter_causal", cache_size=64, chunk_size=16, max_new_tokens=1, chat=False, frozen=3
+    )
     cycle = trace.cycles[0]
     ids = torch.tensor([[tok.id for tok in trace.tokens[: cycle.step]]])
     standalone = counter_causal_surprise(smollm.model, ids, variant="full", score=POLICIES["counter_causal"]().score)

@@ -10,15 +10,39 @@ from ccviz.trace import Cycle, TokenRecord
 
 
 def _hand_trace():
-    tokens = [TokenRecord(t=i, id=100 + i, text=f"<b>{i}</b>", source="prompt" if i < 4 else "generated") for i in range(6)]
-    cycles = [
-        Cycle(index=0, step=3, phase="prefill", candidates=[1, 2], kept=[0, 1, 2], scores={"surprise": [1.5, math.inf]}, seconds=0.01),
-        Cycle(index=1, step=6, phase="decode", candidates=[1, 2, 3, 4, 5], kept=[0, 2, 5],
-              scores={"surprise": [-0.1, 2.0, -math.inf, 0.333333333333, math.inf], "recency": [1.0, 2, 3, 4, 5]}, seconds=0.02,
-              units=[0, 0, 1, 2, 2]),
+    tokens = [
+        TokenRecord(t=i, id=100 + i, text=f"<b>{i}</b>", source="prompt" if i < 4 else "generated") for i in range(6)
     ]
-    return Trace(config={"policy": "x", "cache_size": 2}, tokens=tokens, cycles=cycles, output_text="hi",
-                 timings={"total_seconds": 1.0}, peak_cache_length=6, stop_reason="eos")
+    cycles = [
+        Cycle(
+            index=0,
+            step=3,
+            phase="prefill",
+            candidates=[1, 2],
+            kept=[0, 1, 2],
+            scores={"surprise": [1.5, math.inf]},
+            seconds=0.01,
+        ),
+        Cycle(
+            index=1,
+            step=6,
+            phase="decode",
+            candidates=[1, 2, 3, 4, 5],
+            kept=[0, 2, 5],
+            scores={"surprise": [-0.1, 2.0, -math.inf, 0.333333333333, math.inf], "recency": [1.0, 2, 3, 4, 5]},
+            seconds=0.02,
+            units=[0, 0, 1, 2, 2],
+        ),
+    ]
+    return Trace(
+        config={"policy": "x", "cache_size": 2},
+        tokens=tokens,
+        cycles=cycles,
+        output_text="hi",
+        timings={"total_seconds": 1.0},
+        peak_cache_length=6,
+        stop_reason="eos",
+    )
 
 
 def test_round_trip_preserves_everything(tmp_path):

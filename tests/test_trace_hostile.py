@@ -3,10 +3,9 @@
 import json
 import math
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-import pytest
 
 from ccviz import CcvizError, Trace
 from ccviz.trace import Cycle, TokenRecord
@@ -18,8 +17,12 @@ FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCh
 def traces(draw):
     n = draw(st.integers(1, 30))
     tokens = [
-        TokenRecord(t=t, id=draw(st.integers(0, 50000)), text=draw(st.text(max_size=6)),
-                    source=draw(st.sampled_from(["prompt", "generated"])))
+        TokenRecord(
+            t=t,
+            id=draw(st.integers(0, 50000)),
+            text=draw(st.text(max_size=6)),
+            source=draw(st.sampled_from(["prompt", "generated"])),
+        )
         for t in range(n)
     ]
     cycles = []
@@ -29,14 +32,25 @@ def traces(draw):
         score = st.one_of(st.floats(allow_nan=False, width=32), st.just(math.inf), st.just(-math.inf))
         signals = draw(st.lists(st.sampled_from(["surprise", "recency", "attention_last"]), unique=True, max_size=2))
         scores = {name: [float(draw(score)) for _ in candidates] for name in signals}
-        cycles.append(Cycle(index=index, step=draw(st.integers(1, n)), phase=draw(st.sampled_from(["prefill", "decode"])),
-                            candidates=candidates, kept=kept, scores=scores,
-                            seconds=draw(st.floats(0, 100, allow_nan=False))))
+        cycles.append(
+            Cycle(
+                index=index,
+                step=draw(st.integers(1, n)),
+                phase=draw(st.sampled_from(["prefill", "decode"])),
+                candidates=candidates,
+                kept=kept,
+                scores=scores,
+                seconds=draw(st.floats(0, 100, allow_nan=False)),
+            )
+        )
     return Trace(
         config={"policy": draw(st.text(max_size=10)), "cache_size": draw(st.integers(1, 100))},
-        tokens=tokens, cycles=cycles, output_text=draw(st.text(max_size=20)),
+        tokens=tokens,
+        cycles=cycles,
+        output_text=draw(st.text(max_size=20)),
         timings={"total_seconds": draw(st.floats(0, 1e6, allow_nan=False))},
-        peak_cache_length=draw(st.integers(0, 1000)), status=draw(st.sampled_from(["complete", "cancelled", "error"])),
+        peak_cache_length=draw(st.integers(0, 1000)),
+        status=draw(st.sampled_from(["complete", "cancelled", "error"])),
         stop_reason=draw(st.sampled_from(["eos", "max_new_tokens", "cancelled"])),
     )
 
@@ -68,8 +82,15 @@ def test_corrupted_traces_fail_cleanly(trace, data):
         Trace.from_json(text[:cut])
     raw = json.loads(text)
     key = data.draw(st.sampled_from(sorted(raw)))
-    raw[key] = data.draw(st.one_of(st.none(), st.integers(), st.text(max_size=3), st.lists(st.integers(), max_size=3),
-                                   st.dictionaries(st.text(max_size=3), st.integers(), max_size=2)))
+    raw[key] = data.draw(
+        st.one_of(
+            st.none(),
+            st.integers(),
+            st.text(max_size=3),
+            st.lists(st.integers(), max_size=3),
+            st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+        )
+    )
     try:
         loaded = Trace.from_json(json.dumps(raw))
     except CcvizError:

@@ -19,11 +19,20 @@ def _units(lm, text, granularity):
     return list(grouped.values())
 
 
-@pytest.mark.parametrize("text, words", [
-    ("The serial is KX-4817. Call 555-0199 now!", ["The", " serial", " is", " KX-4817.", " Call", " 555-0199", " now!"]),
-    ("pi is 3.14, or 22/7; well-known\nNext", ["pi", " is", " 3.14,", " or", " 22/7;", " well-known", "\n", "Next"]),
-    ("Dose: 4817 mg.  Then", ["Dose:", " 4817", " mg.", "  Then"]),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        (
+            "The serial is KX-4817. Call 555-0199 now!",
+            ["The", " serial", " is", " KX-4817.", " Call", " 555-0199", " now!"],
+        ),
+        (
+            "pi is 3.14, or 22/7; well-known\nNext",
+            ["pi", " is", " 3.14,", " or", " 22/7;", " well-known", "\n", "Next"],
+        ),
+        ("Dose: 4817 mg.  Then", ["Dose:", " 4817", " mg.", "  Then"]),
+    ],
+)
 def test_words_on_smollm_tokenisation(smollm, text, words):
     assert _units(smollm, text, "word") == words
 
@@ -31,7 +40,13 @@ def test_words_on_smollm_tokenisation(smollm, text, words):
 def test_sentences_end_at_stops_and_newlines_not_inside_numbers(smollm):
     text = "Pi is 3.14 here. Really? Yes! A list:\n- one\nThe end"
     assert _units(smollm, text, "sentence") == [
-        "Pi is 3.14 here.", " Really?", " Yes!", " A list:\n", "- one\n", "The end"]
+        "Pi is 3.14 here.",
+        " Really?",
+        " Yes!",
+        " A list:\n",
+        "- one\n",
+        "The end",
+    ]
 
 
 def test_special_tokens_are_units_of_their_own(smollm):
@@ -80,7 +95,7 @@ def test_selection_never_exceeds_J_and_leaves_only_places_no_unit_fits():
         assert kept.numel() <= J and torch.equal(kept, kept.sort().values)
         sizes = torch.bincount(units)
         kept_units = set(units[kept].tolist())
-        protected_tokens = int(sizes[units[n - recent] if recent else units[-1]:].sum())
+        protected_tokens = int(sizes[units[n - recent] if recent else units[-1] :].sum())
         if n > J and protected_tokens <= J:
             for unit in kept_units:  # never split
                 assert int((units[kept] == unit).sum()) == int(sizes[unit])
@@ -105,11 +120,14 @@ def test_a_refresh_never_splits_a_unit_and_keeps_J(smollm, granularity, policy):
     no dropped unit would fit them."""
     case = make_case(1, words=150, seed=0)
     J = 64
-    trace = generate(smollm, case.prompt, policy=policy, cache_size=J, granularity=granularity, pool="mean",
-                     max_new_tokens=1)
+    trace = generate(
+        smollm, case.prompt, policy=policy, cache_size=J, granularity=granularity, pool="mean", max_new_tokens=1
+    )
     frozen = trace.config["frozen"]
     ids = torch.tensor([tok.id for tok in trace.tokens[frozen:]])
-    units = group_units(ids, token_classes(smollm.tokenizer, smollm.model.get_input_embeddings().num_embeddings), granularity)
+    units = group_units(
+        ids, token_classes(smollm.tokenizer, smollm.model.get_input_embeddings().num_embeddings), granularity
+    )
     assert trace.config["granularity"] == granularity and trace.config["pool"] == "mean"
     evicting = 0
     for cycle in trace.cycles:

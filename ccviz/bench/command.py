@@ -32,30 +32,64 @@ WORKER_TASKS = tuple(e.name for e in sorted((e for e in registry.TASKS if e.spre
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     bench = sub.add_parser("bench", help="measure the policies and the engine (results under bench/results/)")
-    bench.add_argument("task", choices=(*TASKS, "all", "report", *PROBES),
-                       help="a quality task, 'all' of them, 'report' to print their tables, or a probe of the engine "
-                            "(overhead: decode speed against model.generate; memory: peak RSS against length; "
-                            "cost: counter-causal refresh cost; attention: the attention policies' costs), which "
-                            "prints a report and saves it as OUT/NAME.txt (not part of 'all')")
-    bench.add_argument("--quick", action="store_true", help="tiny settings, for CI (well under 3 minutes; needle and ruler "
-                                                            "measure the first four registered policies)")
-    bench.add_argument("--out", type=Path, help="results folder (default $CCVIZ_BENCH_RESULTS, else bench/results "
-                                                "here; its quick/ folder with --quick)")
-    bench.add_argument("--policy", action="append", default=[], metavar="SPEC",
-                       help="policy spec NAME[:KEY=VALUE,...], repeatable (default: every registered policy; "
-                            "for ablation, the 24-variant grid; for allocation, each policy under each allocation; "
-                            "for ruler, also counter_causal_fast by words and with a recent window of J/4)")
-    bench.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                       help="override a setting of the task (lists: comma-separated), e.g. cases=20 or budgets=0.1,0.5")
+    bench.add_argument(
+        "task",
+        choices=(*TASKS, "all", "report", *PROBES),
+        help="a quality task, 'all' of them, 'report' to print their tables, or a probe of the engine "
+        "(overhead: decode speed against model.generate; memory: peak RSS against length; "
+        "cost: counter-causal refresh cost; attention: the attention policies' costs), which "
+        "prints a report and saves it as OUT/NAME.txt (not part of 'all')",
+    )
+    bench.add_argument(
+        "--quick",
+        action="store_true",
+        help="tiny settings, for CI (well under 3 minutes; needle and ruler "
+        "measure the first four registered policies)",
+    )
+    bench.add_argument(
+        "--out",
+        type=Path,
+        help="results folder (default $CCVIZ_BENCH_RESULTS, else bench/results here; its quick/ folder with --quick)",
+    )
+    bench.add_argument(
+        "--policy",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="policy spec NAME[:KEY=VALUE,...], repeatable (default: every registered policy; "
+        "for ablation, the 24-variant grid; for allocation, each policy under each allocation; "
+        "for ruler, also counter_causal_fast by words and with a recent window of J/4)",
+    )
+    bench.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="override a setting of the task (lists: comma-separated), e.g. cases=20 or budgets=0.1,0.5",
+    )
     bench.add_argument("--fresh", action="store_true", help="discard this task's earlier rows instead of resuming")
-    bench.add_argument("--threads", type=int, default=1, help="torch threads (default 1: shared machines stay usable); "
-                                                               "with --workers, per worker, capped at cores / workers")
-    bench.add_argument("--workers", type=int, default=None, metavar="N",
-                       help="needle, ruler and the retention rows (of retention, ablation and allocation): measure "
-                            "cells in N worker processes (with --ray: N Ray actors, default one per CPU of the "
-                            "cluster); rows are still written here, as each cell finishes")
-    bench.add_argument("--ray", metavar="ADDRESS", help="the same tasks: dispatch the cells to the Ray cluster at ADDRESS "
-                                                        "('local' starts one here); needs pip install 'ccviz[cluster]'")
+    bench.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads (default 1: shared machines stay usable); "
+        "with --workers, per worker, capped at cores / workers",
+    )
+    bench.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="needle, ruler and the retention rows (of retention, ablation and allocation): measure "
+        "cells in N worker processes (with --ray: N Ray actors, default one per CPU of the "
+        "cluster); rows are still written here, as each cell finishes",
+    )
+    bench.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="the same tasks: dispatch the cells to the Ray cluster at ADDRESS "
+        "('local' starts one here); needs pip install 'ccviz[cluster]'",
+    )
     bench.add_argument("--model", help="local checkpoint folder (default: embedded SmolLM2-135M-Instruct)")
     bench.add_argument("--device", default="cpu", choices=DEVICES)
     bench.add_argument("--dtype", default="float32", choices=DTYPES)
@@ -103,7 +137,9 @@ def main(args: argparse.Namespace) -> None:
     if args.workers is not None:
         check_whole("--workers", args.workers, 1)
     if (args.workers is not None or args.ray) and args.task not in (*WORKER_TASKS, "all"):
-        raise CcvizError(f"--workers and --ray spread the cells of the {', '.join(WORKER_TASKS)} tasks, not {args.task}")
+        raise CcvizError(
+            f"--workers and --ray spread the cells of the {', '.join(WORKER_TASKS)} tasks, not {args.task}"
+        )
     workers = Workers(count=args.workers if args.ray or args.workers else 1, threads=args.threads, ray=args.ray)
     specs: list[PolicySpec] = [parse_spec(s) for s in args.policy]  # fail fast, before loading the model
     entries = registry.TASKS if args.task == "all" else (registry.BY_NAME[args.task],)
@@ -123,8 +159,9 @@ def main(args: argparse.Namespace) -> None:
     in_process = any(not entry.dispatched for entry in entries) or workers.local
     lm = load_model(**model_args) if in_process else None  # workers load their own
     for entry in entries:
-        run = registry.TaskRun(lm, specs, settings.get(entry.name), out, args.quick, workers, model_args,
-                               args.fresh, _log)
+        run = registry.TaskRun(
+            lm, specs, settings.get(entry.name), out, args.quick, workers, model_args, args.fresh, _log
+        )
         registry.load(entry.run)(run)
         _log(f"{entry.name}: results in {out}")
     _publish(out)

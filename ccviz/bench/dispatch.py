@@ -50,8 +50,16 @@ def threads_per_worker(threads: int, workers: int, cores: int | None = None) -> 
     return max(1, min(threads, cores // max(workers, 1)))
 
 
-def measure_cells(cells: Sequence[Any], measure: Measure, add: Callable[[dict], None], *, lm: LoadedModel | None,
-                  model_args: dict[str, Any], workers: Workers, log: Callable[[str], None]) -> None:
+def measure_cells(
+    cells: Sequence[Any],
+    measure: Measure,
+    add: Callable[[dict], None],
+    *,
+    lm: LoadedModel | None,
+    model_args: dict[str, Any],
+    workers: Workers,
+    log: Callable[[str], None],
+) -> None:
     """Measure every cell and ``add`` its row as it finishes (in completion order).
 
     A cell that fails is reported and skipped; the others still run. At the end a one-line error says
@@ -75,12 +83,23 @@ def measure_cells(cells: Sequence[Any], measure: Measure, add: Callable[[dict], 
             failed.append(f"{cell}: {error}")
             log(f"failed: {failed[-1]}")
     if failed:
-        raise CcvizError(f"{len(failed)} of {len(cells)} cells failed (first: {failed[0]}); the other rows are saved: "
-                         "rerun the same command to measure the rest")
+        raise CcvizError(
+            f"{len(failed)} of {len(cells)} cells failed (first: {failed[0]}); the other rows are saved: "
+            "rerun the same command to measure the rest"
+        )
 
 
-def measure_into(table: ResultTable, cells: Sequence[Any], total: int, measure: Measure, *, lm: LoadedModel | None,
-                 model_args: dict[str, Any], workers: Workers, log: Callable[[str], None]) -> None:
+def measure_into(
+    table: ResultTable,
+    cells: Sequence[Any],
+    total: int,
+    measure: Measure,
+    *,
+    lm: LoadedModel | None,
+    model_args: dict[str, Any],
+    workers: Workers,
+    log: Callable[[str], None],
+) -> None:
     """:func:`measure_cells` into ``table`` (every row flushed as it comes): ``cells`` are the missing ones
     of the task's ``total``; says how far it got every 10 rows."""
     name, done = table.path.stem, 0
@@ -122,15 +141,17 @@ def _in_worker(measure: Measure, cell: Any) -> tuple[dict | None, str | None]:
     return _attempt(measure, _MODEL, cell)
 
 
-def _in_processes(cells: Sequence[Any], measure: Measure, model_args: dict[str, Any], workers: Workers,
-                  log: Callable[[str], None]) -> Iterable[tuple[Any, tuple[dict | None, str | None]]]:
+def _in_processes(
+    cells: Sequence[Any], measure: Measure, model_args: dict[str, Any], workers: Workers, log: Callable[[str], None]
+) -> Iterable[tuple[Any, tuple[dict | None, str | None]]]:
     count = min(workers.count or 1, len(cells))
     threads = threads_per_worker(workers.threads, count)
     log(f"{count} worker processes x {threads} torch thread{'s' * (threads > 1)} on {os.cpu_count()} cores")
     context = get_context("forkserver")
     context.set_forkserver_preload([__name__, *MODEL_MODULES])
-    with ProcessPoolExecutor(max_workers=count, mp_context=context, initializer=_start_worker,
-                             initargs=(model_args, threads)) as pool:
+    with ProcessPoolExecutor(
+        max_workers=count, mp_context=context, initializer=_start_worker, initargs=(model_args, threads)
+    ) as pool:
         futures = {pool.submit(_in_worker, measure, cell): cell for cell in cells}
         try:
             for future in as_completed(futures):
@@ -156,8 +177,9 @@ class _RayWorker:
         return _in_worker(measure, cell)
 
 
-def _on_ray(cells: Sequence[Any], measure: Measure, model_args: dict[str, Any], workers: Workers,
-            log: Callable[[str], None]) -> Iterable[tuple[Any, tuple[dict | None, str | None]]]:
+def _on_ray(
+    cells: Sequence[Any], measure: Measure, model_args: dict[str, Any], workers: Workers, log: Callable[[str], None]
+) -> Iterable[tuple[Any, tuple[dict | None, str | None]]]:
     try:
         import ray
     except ImportError:

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import math
 import re
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ..trace import Trace
 
@@ -30,7 +31,7 @@ def wilson_interval(successes: int, trials: int, z: float = 1.959963984540054) -
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def binomial_rate(hits: "pd.Series") -> tuple[int, int, float, float, float]:
+def binomial_rate(hits: pd.Series) -> tuple[int, int, float, float, float]:
     """Trials, successes, rate and its Wilson 95% interval of a column of 0/1 results (blank cells: not
     measured, left out); the rate is NaN when nothing was measured."""
     import pandas as pd
@@ -41,7 +42,7 @@ def binomial_rate(hits: "pd.Series") -> tuple[int, int, float, float, float]:
     return n, k, (k / n if n else float("nan")), low, high
 
 
-def summarise_rates(rows: "pd.DataFrame", keys: list[str]) -> "pd.DataFrame":
+def summarise_rates(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """Survival and accuracy (with Wilson 95% intervals) and the mean share of answers found, per ``keys``."""
     import pandas as pd
 
@@ -49,13 +50,24 @@ def summarise_rates(rows: "pd.DataFrame", keys: list[str]) -> "pd.DataFrame":
     for values, group in rows.groupby(keys, sort=False):
         n_s, k_s, survival, s_low, s_high = binomial_rate(group["survived"])
         n_a, k_a, accuracy, a_low, a_high = binomial_rate(group["answered"])
-        out.append({
-            **dict(zip(keys, values)), "n": n_s, "survived": k_s, "survival": survival, "survival_low": s_low,
-            "survival_high": s_high, "answered": k_a, "accuracy": accuracy, "accuracy_low": a_low,
-            "accuracy_high": a_high, "answer_share": group["answer_share"].mean(),
-            "kept_share": group["kept_share"].mean(),
-            "cache_size_mean": group["cache_size"].mean(), "seconds_mean": group["seconds"].mean(),
-        })
+        out.append(
+            {
+                **dict(zip(keys, values)),
+                "n": n_s,
+                "survived": k_s,
+                "survival": survival,
+                "survival_low": s_low,
+                "survival_high": s_high,
+                "answered": k_a,
+                "accuracy": accuracy,
+                "accuracy_low": a_low,
+                "accuracy_high": a_high,
+                "answer_share": group["answer_share"].mean(),
+                "kept_share": group["kept_share"].mean(),
+                "cache_size_mean": group["cache_size"].mean(),
+                "seconds_mean": group["seconds"].mean(),
+            }
+        )
     return pd.DataFrame(out)
 
 

@@ -10,7 +10,7 @@ results folder, and follows the defaults when they change.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import pandas as pd
 
@@ -33,8 +33,9 @@ def default_labels(labels: Iterable[str]) -> dict[str, str]:
     return {label: defaults[spec.name] for label, spec in specs.items() if spec.name in defaults}
 
 
-def paired_with_defaults(rows: pd.DataFrame, measure: str = "survived", case: tuple[str, ...] = ("case",),
-                         by: tuple[str, ...] = ("budget",)) -> pd.DataFrame:
+def paired_with_defaults(
+    rows: pd.DataFrame, measure: str = "survived", case: tuple[str, ...] = ("case",), by: tuple[str, ...] = ("budget",)
+) -> pd.DataFrame:
     """Per ``by`` group, each variant against its default on the same cases (rows alike in ``case``): the
     cases where the variant's ``measure`` is higher (``wins``; for survival, only the variant kept the
     fact), where it is lower (``losses``), and the exact sign test's p. A share (``kept_share``) pairs the
@@ -51,6 +52,15 @@ def paired_with_defaults(rows: pd.DataFrame, measure: str = "survived", case: tu
             paired = values[label].notna() & values[default].notna()
             mine, theirs = values.loc[paired, label], values.loc[paired, default]
             wins, losses = int((mine > theirs).sum()), int((mine < theirs).sum())
-            out.append({**dict(zip(by, group)), "policy": label, "default": default, "cases": int(paired.sum()),
-                        "wins": wins, "losses": losses, "p": sign_test(wins, losses)})
+            out.append(
+                {
+                    **dict(zip(by, group)),
+                    "policy": label,
+                    "default": default,
+                    "cases": int(paired.sum()),
+                    "wins": wins,
+                    "losses": losses,
+                    "p": sign_test(wins, losses),
+                }
+            )
     return pd.DataFrame(out, columns=[*by, "policy", *COUNTS])

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 
@@ -60,7 +61,9 @@ def retention_tables(summary: pd.DataFrame, rows: pd.DataFrame | None = None) ->
     survival = _pivot(evicting, lambda r: _percent(r.survival, r.survival_low, r.survival_high), lambda b: f"J={b:.0%}")
     accuracy = _pivot(evicting, lambda r: _percent(r.accuracy, r.accuracy_low, r.accuracy_high), lambda b: f"J={b:.0%}")
     full = summary[summary.policy == "full"]
-    ceiling = _percent(full.accuracy.iloc[0], full.accuracy_low.iloc[0], full.accuracy_high.iloc[0]) if len(full) else "-"
+    ceiling = (
+        _percent(full.accuracy.iloc[0], full.accuracy_low.iloc[0], full.accuracy_high.iloc[0]) if len(full) else "-"
+    )
     n_s, n_a = int(evicting.survival_n.max()), int(evicting.accuracy_n.max())
     tables = (
         f"Fact survival (all of the fact's tokens cached when the question is read), {n_s} cases per cell, "
@@ -79,10 +82,15 @@ def retention_pairing(rows: pd.DataFrame) -> str:
     variants = paired[paired.policy != paired.default]  # a default is paired with itself: nothing to show
     if variants.empty:
         return ""
-    frame = pd.DataFrame({
-        "policy": variants.policy, "budget": variants.budget.map(lambda b: f"J={b:.0%}"), "default": variants.default,
-        "cases": variants.cases, "kept / lost vs default": _against_default(variants).tolist(),
-    })
+    frame = pd.DataFrame(
+        {
+            "policy": variants.policy,
+            "budget": variants.budget.map(lambda b: f"J={b:.0%}"),
+            "default": variants.default,
+            "cases": variants.cases,
+            "kept / lost vs default": _against_default(variants).tolist(),
+        }
+    )
     return f"Each variant against its policy's default on the same cases (exact sign test):\n\n{_markdown(frame)}"
 
 
@@ -96,7 +104,8 @@ def retention_breakdown(rows: pd.DataFrame) -> str:
     budget = budgets[len(budgets) // 2]
     cells = evicting[evicting.budget == budget]
     cells = cells.assign(
-        third=pd.cut(cells.position, [-0.01, 1 / 3, 2 / 3, 1.0], labels=["first third", "middle third", "last third"]))
+        third=pd.cut(cells.position, [-0.01, 1 / 3, 2 / 3, 1.0], labels=["first third", "middle third", "last third"])
+    )
     order = list(dict.fromkeys(cells.policy))
 
     def table(column: str) -> str:
@@ -123,7 +132,8 @@ def perplexity_table(summary: pd.DataFrame) -> str:
 def decode_table(summary: pd.DataFrame) -> str:
     table = _pivot(
         summary[summary.policy != "full"],
-        lambda r: f"{r.first_divergence_median:.0f} / {100 * r.repeated_4grams:.0f}%", lambda b: f"J={b}",
+        lambda r: f"{r.first_divergence_median:.0f} / {100 * r.repeated_4grams:.0f}%",
+        lambda b: f"J={b}",
     )
     full = summary[summary.policy == "full"]
     reference = f"{100 * full.repeated_4grams.iloc[0]:.0f}%" if len(full) else "-"
@@ -135,17 +145,36 @@ def decode_table(summary: pd.DataFrame) -> str:
 
 def efficiency_table(summary: pd.DataFrame) -> str:
     frame = summary.copy()
-    columns = {c: c.replace("refresh_ratio_n", "refresh / forward, n=") for c in frame.columns if c.startswith("refresh_ratio_n")}
+    columns = {
+        c: c.replace("refresh_ratio_n", "refresh / forward, n=")
+        for c in frame.columns
+        if c.startswith("refresh_ratio_n")
+    }
     for column in columns:
         frame[column] = frame[column].map(_ratio)
-    for column, fmt in (("total_seconds", "{:.1f} s"), ("time_vs_full", "{:.2f}x"), ("peak_rss_mb", "{:.0f} MB"),
-                        ("rss_growth_mb", "{:+.0f} MB"), ("refresh_exponent", "n^{:.2f}"), ("forward_exponent", "n^{:.2f}"),
-                        ("largest_n", "{:.0f}"), ("refresh_peak_mb", "{:.0f} MB")):
+    for column, fmt in (
+        ("total_seconds", "{:.1f} s"),
+        ("time_vs_full", "{:.2f}x"),
+        ("peak_rss_mb", "{:.0f} MB"),
+        ("rss_growth_mb", "{:+.0f} MB"),
+        ("refresh_exponent", "n^{:.2f}"),
+        ("forward_exponent", "n^{:.2f}"),
+        ("largest_n", "{:.0f}"),
+        ("refresh_peak_mb", "{:.0f} MB"),
+    ):
         if column in frame:
             frame[column] = frame[column].map(lambda v, f=fmt: "-" if pd.isna(v) else f.format(v))
-    names = {**columns, "total_seconds": "end to end", "time_vs_full": "vs full", "peak_rss_mb": "peak RSS",
-             "rss_growth_mb": "RSS growth during the run", "refresh_exponent": "refresh cost ~",
-             "forward_exponent": "forward ~", "largest_n": "largest n", "refresh_peak_mb": "refresh peak memory there"}
+    names = {
+        **columns,
+        "total_seconds": "end to end",
+        "time_vs_full": "vs full",
+        "peak_rss_mb": "peak RSS",
+        "rss_growth_mb": "RSS growth during the run",
+        "refresh_exponent": "refresh cost ~",
+        "forward_exponent": "forward ~",
+        "largest_n": "largest n",
+        "refresh_peak_mb": "refresh peak memory there",
+    }
     return _markdown(frame.rename(columns=names))
 
 
@@ -168,18 +197,23 @@ def _survival_by_type(rows: pd.DataFrame, types: tuple[str, ...]) -> pd.DataFram
     return frame.reindex(columns=list(types)).rename(columns=lambda t: f"{t}s kept")
 
 
-def ablation_table(retention: pd.DataFrame | None, perplexity: pd.DataFrame | None,
-                   retention_rows: pd.DataFrame | None = None) -> str:
+def ablation_table(
+    retention: pd.DataFrame | None, perplexity: pd.DataFrame | None, retention_rows: pd.DataFrame | None = None
+) -> str:
     """The grid's survival (and, given the measured rows, each variant paired with its default) and NLL gap."""
     parts = []
     if retention is not None and not retention.empty:
         r = retention[retention.policy != "full"].set_index("policy")
         columns = {
-            "survival": [_percent(*v) for v in r[["survival", "survival_low", "survival_high"]].itertuples(index=False)],
+            "survival": [
+                _percent(*v) for v in r[["survival", "survival_low", "survival_high"]].itertuples(index=False)
+            ],
             "fact tokens kept": r.kept_share.map(_percent).tolist(),
         }
         if r.accuracy.notna().any():  # the published ablation measures survival only
-            columns["accuracy"] = [_percent(*v) for v in r[["accuracy", "accuracy_low", "accuracy_high"]].itertuples(index=False)]
+            columns["accuracy"] = [
+                _percent(*v) for v in r[["accuracy", "accuracy_low", "accuracy_high"]].itertuples(index=False)
+            ]
         parts.append(pd.DataFrame(columns, index=r.index))
         if retention_rows is not None and not retention_rows.empty:
             parts.append(_against_default(paired_with_defaults(retention_rows)).to_frame())
@@ -224,37 +258,53 @@ def _cell_columns(summary: pd.DataFrame, costs: pd.DataFrame, refresh_format: st
     return first, last
 
 
-def allocation_tables(retention_rows: pd.DataFrame | None, perplexity_summary: pd.DataFrame | None = None,
-                      perplexity_rows: pd.DataFrame | None = None) -> str:
+def allocation_tables(
+    retention_rows: pd.DataFrame | None,
+    perplexity_summary: pd.DataFrame | None = None,
+    perplexity_rows: pd.DataFrame | None = None,
+) -> str:
     """Per policy x allocation x budget: survival (what any layer holds), the share of layers (and
     heads) holding the whole fact, accuracy, NLL gap, and what the cell cost (peak K/V, refresh time)."""
     parts = []
     if retention_rows is not None and not retention_rows.empty:
         rows = retention_rows[retention_rows.policy != "full"]
         summary = summarise_retention(rows)
-        first, last = _cell_columns(summary, _allocation_costs(rows, ["policy", "budget"]).set_index(["policy", "budget"]), ".3f")
+        first, last = _cell_columns(
+            summary, _allocation_costs(rows, ["policy", "budget"]).set_index(["policy", "budget"]), ".3f"
+        )
         shares = rows.groupby(["policy", "budget"], sort=False)["layer_share"].mean()
-        table = pd.DataFrame({
-            **first,
-            "J": [f"{r.budget:.0%}" for r in summary.itertuples()],
-            "cases": summary.survival_n.astype(int).tolist(),
-            "survival (any layer)": [_percent(r.survival, r.survival_low, r.survival_high) for r in summary.itertuples()],
-            "layers holding the fact": [_percent(shares[(r.policy, r.budget)]) for r in summary.itertuples()],
-            "accuracy": [f"{_percent(r.accuracy)} of {int(r.accuracy_n)}" if r.accuracy_n else "-" for r in summary.itertuples()],
-            **last,
-        })
+        table = pd.DataFrame(
+            {
+                **first,
+                "J": [f"{r.budget:.0%}" for r in summary.itertuples()],
+                "cases": summary.survival_n.astype(int).tolist(),
+                "survival (any layer)": [
+                    _percent(r.survival, r.survival_low, r.survival_high) for r in summary.itertuples()
+                ],
+                "layers holding the fact": [_percent(shares[(r.policy, r.budget)]) for r in summary.itertuples()],
+                "accuracy": [
+                    f"{_percent(r.accuracy)} of {int(r.accuracy_n)}" if r.accuracy_n else "-"
+                    for r in summary.itertuples()
+                ],
+                **last,
+            }
+        )
         parts.append("Rare-fact retention per cell:\n\n" + _markdown(table))
     if perplexity_summary is not None and not perplexity_summary.empty and perplexity_rows is not None:
         summary = perplexity_summary[perplexity_summary.policy != "full"]
-        costs = _allocation_costs(perplexity_rows[perplexity_rows.policy != "full"], ["policy", "budget"]).set_index(["policy", "budget"])
+        costs = _allocation_costs(perplexity_rows[perplexity_rows.policy != "full"], ["policy", "budget"]).set_index(
+            ["policy", "budget"]
+        )
         first, last = _cell_columns(summary, costs, ".2f")
-        table = pd.DataFrame({
-            **first,
-            "J": summary.budget.astype(int).tolist(),
-            "segments": summary.segments.astype(int).tolist(),
-            "NLL gap to full": [f"{v:+.3f}" for v in summary.delta_nll],
-            **last,
-        })
+        table = pd.DataFrame(
+            {
+                **first,
+                "J": summary.budget.astype(int).tolist(),
+                "segments": summary.segments.astype(int).tolist(),
+                "NLL gap to full": [f"{v:+.3f}" for v in summary.delta_nll],
+                **last,
+            }
+        )
         parts.append("Perplexity with 4 attention sinks per cell:\n\n" + _markdown(table))
     return "\n\n".join(parts)
 
@@ -270,20 +320,27 @@ def needle_tables(rows: pd.DataFrame) -> str:
     evicting = rows[rows.policy != "full"]
     overall = summarise_rates(rows, ["policy", "budget"])
     full = overall[overall.policy == "full"]
-    ceiling = _percent(full.accuracy.iloc[0], full.accuracy_low.iloc[0], full.accuracy_high.iloc[0]) if len(full) else "-"
+    ceiling = (
+        _percent(full.accuracy.iloc[0], full.accuracy_low.iloc[0], full.accuracy_high.iloc[0]) if len(full) else "-"
+    )
     cells = overall[overall.policy != "full"]
-    table = pd.DataFrame({
-        "policy": cells.policy.tolist(), "J": cells.budget.map(budget_text).tolist(),
-        "cells": cells.n.astype(int).tolist(),
-        "survival": [_percent(r.survival, r.survival_low, r.survival_high) for r in cells.itertuples()],
-        "accuracy": [_percent(r.accuracy, r.accuracy_low, r.accuracy_high) for r in cells.itertuples()],
-    })
+    table = pd.DataFrame(
+        {
+            "policy": cells.policy.tolist(),
+            "J": cells.budget.map(budget_text).tolist(),
+            "cells": cells.n.astype(int).tolist(),
+            "survival": [_percent(r.survival, r.survival_low, r.survival_high) for r in cells.itertuples()],
+            "accuracy": [_percent(r.accuracy, r.accuracy_low, r.accuracy_high) for r in cells.itertuples()],
+        }
+    )
 
     def by(column: str, label: Callable[[Any], str]) -> str:
         counts = summarise_rates(evicting, ["policy", "budget", column])
-        counts = counts.assign(row=counts.policy + " " + counts.budget.map(budget_text),
-                               column=counts[column].map(label),
-                               cell=[_rate_cell(int(r.survived), int(r.n)) for r in counts.itertuples()])
+        counts = counts.assign(
+            row=counts.policy + " " + counts.budget.map(budget_text),
+            column=counts[column].map(label),
+            cell=[_rate_cell(int(r.survived), int(r.n)) for r in counts.itertuples()],
+        )
         order = [label(v) for v in sorted(evicting[column].unique())]
         frame = counts.pivot(index="row", columns="column", values="cell").reindex(list(dict.fromkeys(counts.row)))
         return _markdown(frame.reindex(columns=order).fillna("-").reset_index().rename(columns={"row": "policy"}))
@@ -307,13 +364,18 @@ def ruler_tables(rows: pd.DataFrame) -> str:
         full = pooled[pooled.policy == "full"]
         ceiling = f"{100 * full.answer_share.iloc[0]:.0f}%" if len(full) else "-"
         cells = pooled[pooled.policy != "full"].assign(
-            cell=lambda f: [f"{_rate_cell(int(r.survived), int(r.n))} · {100 * r.answer_share:.0f}% · {100 * r.kept_share:.0f}%"
-                            for r in f.itertuples()])
+            cell=lambda f: [
+                f"{_rate_cell(int(r.survived), int(r.n))} · {100 * r.answer_share:.0f}% · {100 * r.kept_share:.0f}%"
+                for r in f.itertuples()
+            ]
+        )
         table = _pivot(cells, lambda r: r.cell, budget_text)
         lengths = ", ".join(str(int(v)) for v in sorted(group.length.unique()))
-        parts.append(f"**{task}** ({lengths} tokens; survival (kept/cases) · answers found · "
-                     f"required tokens kept; full cache finds "
-                     f"**{ceiling}**):\n\n{_markdown(table)}")
+        parts.append(
+            f"**{task}** ({lengths} tokens; survival (kept/cases) · answers found · "
+            f"required tokens kept; full cache finds "
+            f"**{ceiling}**):\n\n{_markdown(table)}"
+        )
     return "\n\n".join(filter(None, [*parts, ruler_pairing(rows)]))
 
 
@@ -327,8 +389,10 @@ def ruler_pairing(rows: pd.DataFrame) -> str:
         return ""
     variants = variants.assign(policy=variants.task + ": " + variants.policy + " vs " + variants.default)
     table = _pivot(variants, lambda r: f"+{r.wins} / -{r.losses} (p {r.p:.2g})", budget_text)
-    return ("Each variant against its policy's default on the same cases: cases where it kept more / less "
-            f"of the required tokens (exact sign test):\n\n{_markdown(table)}")
+    return (
+        "Each variant against its policy's default on the same cases: cases where it kept more / less "
+        f"of the required tokens (exact sign test):\n\n{_markdown(table)}"
+    )
 
 
 def report(directory: str | Path | None = None) -> str:
@@ -366,13 +430,19 @@ def efficiency_section(frames: Frames) -> str:
 
 
 def ablation_section(frames: Frames) -> str:
-    return ablation_table(frames.summaries.get("ablation_retention"), frames.summaries.get("ablation_perplexity"),
-                          frames.rows.get("ablation_retention"))
+    return ablation_table(
+        frames.summaries.get("ablation_retention"),
+        frames.summaries.get("ablation_perplexity"),
+        frames.rows.get("ablation_retention"),
+    )
 
 
 def allocation_section(frames: Frames) -> str:
-    return allocation_tables(frames.rows.get("allocation_retention"), frames.summaries.get("allocation_perplexity"),
-                             frames.rows.get("allocation_perplexity"))
+    return allocation_tables(
+        frames.rows.get("allocation_retention"),
+        frames.summaries.get("allocation_perplexity"),
+        frames.rows.get("allocation_perplexity"),
+    )
 
 
 def needle_section(frames: Frames) -> str:

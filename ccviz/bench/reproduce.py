@@ -113,8 +113,9 @@ def out_flag(directory: Path, quick: bool) -> list[str]:
     return [f"--out {shlex.quote(display_path(directory))}"]
 
 
-def reproduce_command(task: str, meta: dict[str, dict[str, Any]], policies: set[str], directory: Path, *,
-                      complete: bool) -> str:
+def reproduce_command(
+    task: str, meta: dict[str, dict[str, Any]], policies: set[str], directory: Path, *, complete: bool
+) -> str:
     """The command that measured ``task`` into ``directory`` (and finishes it if it is partial).
 
     ``meta``: the task's metadata per result file; ``policies``: the labels in its rows. ``--model``

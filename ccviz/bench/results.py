@@ -16,9 +16,9 @@ import datetime
 import json
 import os
 import platform
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import pandas as pd
 
@@ -28,7 +28,9 @@ from .specs import in_policy_order
 from .timing import cpu_name, git, source_commit
 
 RESULTS_ENV = "CCVIZ_BENCH_RESULTS"
-PUBLISHED = Path("bench") / "results"  # under the working directory: the app and the harness run from the repository root
+PUBLISHED = (
+    Path("bench") / "results"
+)  # under the working directory: the app and the harness run from the repository root
 
 
 def results_dir(quick: bool = False, *, environ: Mapping[str, str] | None = None, default: Path | None = None) -> Path:
@@ -53,7 +55,17 @@ def provenance() -> dict[str, Any]:
     return {
         "commit": source_commit(),
         # Code only: result files being written (this run's, or another's) and prose do not change what is measured.
-        "dirty": bool(git("status", "--porcelain", "--untracked-files=no", "--", ":/", ":(top,exclude)bench/results", ":(top,exclude)*.md")),
+        "dirty": bool(
+            git(
+                "status",
+                "--porcelain",
+                "--untracked-files=no",
+                "--",
+                ":/",
+                ":(top,exclude)bench/results",
+                ":(top,exclude)*.md",
+            )
+        ),
         "date": _now(),
         "machine": f"{cpu_name()}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}",
         "torch_threads": torch.get_num_threads(),
@@ -72,8 +84,16 @@ class ResultTable:
     with other settings is refused instead of silently mixing incomparable rows.
     """
 
-    def __init__(self, directory: Path, name: str, columns: list[str], key: list[str], settings: dict[str, Any],
-                 *, fresh: bool = False):
+    def __init__(
+        self,
+        directory: Path,
+        name: str,
+        columns: list[str],
+        key: list[str],
+        settings: dict[str, Any],
+        *,
+        fresh: bool = False,
+    ):
         self.path = Path(directory) / f"{name}.csv"
         self.meta_path = self.path.with_suffix(".json")
         self.columns, self.key, self.settings = columns, key, settings

@@ -14,16 +14,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..engine.allocation import check_allocation
 from ..engine import RunConfig
+from ..engine.allocation import check_allocation
 from ..errors import CcvizError
 from ..fields import Rule, parse_value, rule_of
 from ..policies import POLICIES, Policy, make_policy
 
-ENGINE_KEYS = ("granularity", "pool", "recent_share", "allocation", "pyramid_beta")  # spec keys that are run settings, not policy options
-_ENGINE_RULES = {"granularity": rule_of(RunConfig, "granularity"), "pool": rule_of(RunConfig, "pool"),
-                 "recent_share": Rule("recent_share", "number", 0, 1), "allocation": rule_of(RunConfig, "allocation"),
-                 "pyramid_beta": rule_of(RunConfig, "pyramid_beta")}
+ENGINE_KEYS = (
+    "granularity",
+    "pool",
+    "recent_share",
+    "allocation",
+    "pyramid_beta",
+)  # spec keys that are run settings, not policy options
+_ENGINE_RULES = {
+    "granularity": rule_of(RunConfig, "granularity"),
+    "pool": rule_of(RunConfig, "pool"),
+    "recent_share": Rule("recent_share", "number", 0, 1),
+    "allocation": rule_of(RunConfig, "allocation"),
+    "pyramid_beta": rule_of(RunConfig, "pyramid_beta"),
+}
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -106,7 +116,7 @@ def registered_specs() -> list[PolicySpec]:
     return specs
 
 
-def in_policy_order(frame: "pd.DataFrame") -> "pd.DataFrame":
+def in_policy_order(frame: pd.DataFrame) -> pd.DataFrame:
     """Rows sorted by policy as the benchmarks list them (the full cache, then the registry's order with the
     paper's form next to ours, then any other spec as first measured), so a table keeps one row order
     however its rows were appended over several runs."""

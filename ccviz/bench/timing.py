@@ -14,9 +14,9 @@ import platform
 import statistics
 import subprocess
 import time
+from collections.abc import Callable
 from datetime import date
 from pathlib import Path
-from typing import Callable
 
 SOURCE_DIR = Path(__file__).resolve().parent  # git is asked about the code being measured, wherever results go
 

@@ -15,9 +15,9 @@ policy gives one score per entry, which every layer ranks its own entries by.
 
 from __future__ import annotations
 
-import torch
-
 from typing import Protocol
+
+import torch
 
 from ..choices import Allocation
 from ..errors import CcvizError

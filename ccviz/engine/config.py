@@ -17,10 +17,10 @@ from dataclasses import InitVar, dataclass
 from typing import Any, Protocol
 
 from ..choices import ALLOCATIONS, GRANULARITIES, POOLS, RECORDS, Allocation, Granularity, Pool, Record
-from .allocation import check_allocation
 from ..errors import CcvizError
 from ..fields import check_fields, choice, flag, number, whole
 from ..policies import POLICIES, Policy, make_policy
+from .allocation import check_allocation
 
 Options = tuple[tuple[str, Any], ...]
 
@@ -64,10 +64,16 @@ class RunConfig:
     prefill_step: int | None = whole("prefill step", 1, default=None, optional=True)
     stop_at_eos: bool = flag("stop_at_eos", default=True)
     record: Record = choice("record", RECORDS, default="policy")
-    granularity: Granularity | None = choice("granularity", GRANULARITIES, default=None, optional=True)  # the unit kept whole; None: the policy's
+    granularity: Granularity | None = choice(
+        "granularity", GRANULARITIES, default=None, optional=True
+    )  # the unit kept whole; None: the policy's
     pool: Pool = choice("pool", POOLS, default="max")  # a unit's score from its tokens' (word and sentence units)
-    allocation: Allocation = choice("allocation", ALLOCATIONS, default="uniform")  # the budget over layers and heads (ccviz.engine.allocation)
-    pyramid_beta: float = number("pyramid beta", 1, default=20.0)  # pyramid: the last layer keeps (J - R) / beta scored entries
+    allocation: Allocation = choice(
+        "allocation", ALLOCATIONS, default="uniform"
+    )  # the budget over layers and heads (ccviz.engine.allocation)
+    pyramid_beta: float = number(
+        "pyramid beta", 1, default=20.0
+    )  # pyramid: the last layer keeps (J - R) / beta scored entries
     policy_class: str | None = None  # "module:QualName" of a policy class that is not the one registered as ``policy``
     check_policy: InitVar[bool] = True
 
@@ -91,7 +97,7 @@ class RunConfig:
             check_allocation(self.allocation, self.build_policy())
 
     @classmethod
-    def of(cls, policy: str | Policy, **settings: Any) -> "RunConfig":
+    def of(cls, policy: str | Policy, **settings: Any) -> RunConfig:
         """A config from a policy name or a built policy (whose name, options and, when it is not the
         registered one, class are taken; it need not be registered, nor importable to run here)."""
         if isinstance(policy, Policy):
@@ -133,11 +139,13 @@ class RunConfig:
             shown.append(("beta", f"{self.pyramid_beta:g}"))
         return " · ".join(f"{name}={'default' if value is None else value}" for name, value in shown)
 
-    def replace(self, **changes: Any) -> "RunConfig":
+    def replace(self, **changes: Any) -> RunConfig:
         """A copy with ``changes``, validated like a new one."""
         return dataclasses.replace(self, **changes)
 
-    def resolved(self, policy: Policy | None = None, *, template_prefix: int = 0, prompt_tokens: int | None = None) -> "RunConfig":
+    def resolved(
+        self, policy: Policy | None = None, *, template_prefix: int = 0, prompt_tokens: int | None = None
+    ) -> RunConfig:
         """The same run with every default made concrete: h, frozen, recent, the prefill step and every
         policy option. This is what a trace records; resolving it again changes nothing.
 
@@ -153,11 +161,18 @@ class RunConfig:
         recent = policy.default_recent(self.cache_size) if self.recent is None else self.recent
         granularity = self.granularity or policy.default_granularity
         if self.allocation != "uniform" and granularity != "token":
-            raise CcvizError(f"allocation {self.allocation!r} keeps single tokens per layer: use granularity 'token', or allocation 'uniform' for {granularity} units")
+            raise CcvizError(
+                f"allocation {self.allocation!r} keeps single tokens per layer: use granularity 'token', or allocation 'uniform' for {granularity} units"
+            )
         check_allocation(self.allocation, policy)
         return dataclasses.replace(  # the policy is at hand: it is not built again (its class may not be importable)
-            self, policy_options=_options(policy.options()), chunk_size=h, frozen=max(frozen, sinks), recent=recent,
-            granularity=granularity, prefill_step=h if self.prefill_step is None else self.prefill_step,
+            self,
+            policy_options=_options(policy.options()),
+            chunk_size=h,
+            frozen=max(frozen, sinks),
+            recent=recent,
+            granularity=granularity,
+            prefill_step=h if self.prefill_step is None else self.prefill_step,
             check_policy=False,
         )
 
@@ -171,7 +186,7 @@ class RunConfig:
         return data
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *, check_policy: bool = True) -> "RunConfig":
+    def from_dict(cls, data: Mapping[str, Any], *, check_policy: bool = True) -> RunConfig:
         """The inverse of :meth:`to_dict`; other keys (a trace config's ``model``, ``prompt_tokens``...) are
         ignored, and a missing field takes its default (traces written before it existed)."""
         if not isinstance(data, Mapping):
@@ -183,7 +198,7 @@ class RunConfig:
         return cls(**{key: value for key, value in data.items() if key in names}, check_policy=check_policy)
 
     @classmethod
-    def from_trace(cls, trace: Recorded) -> "RunConfig":
+    def from_trace(cls, trace: Recorded) -> RunConfig:
         """The resolved config a trace was produced with: running it on the same prompt reproduces the trace.
 
         Its policy is taken as recorded, not built: a trace of a policy this installation lacks still

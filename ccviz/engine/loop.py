@@ -66,7 +66,9 @@ def run_generation(
     instance to run instead of a fresh ``config.policy`` (see :class:`CacheSession`).
     """
     prepared = prepare(lm, prompt, config, policy)
-    session = CacheSession(lm, prepared.config, policy=policy, on_refresh=on_refresh, prompt_length=len(prepared.prompt_ids))
+    session = CacheSession(
+        lm, prepared.config, policy=policy, on_refresh=on_refresh, prompt_length=len(prepared.prompt_ids)
+    )
     prompt_ids = prepared.prompt_ids
     generated: list[int] = []
     try:
@@ -85,8 +87,14 @@ def _unfed(session: CacheSession, prompt_ids: list[int], generated: list[int]) -
     return generated[max(session.processed - len(prompt_ids), 0) :]
 
 
-def _loop(session: CacheSession, prompt: list[int], generated: list[int], eos: set[int],
-          progress: ProgressCallback | None, should_stop: StopCheck | None) -> str:
+def _loop(
+    session: CacheSession,
+    prompt: list[int],
+    generated: list[int],
+    eos: set[int],
+    progress: ProgressCallback | None,
+    should_stop: StopCheck | None,
+) -> str:
     """Prefill, then decode until EOS or the token budget; return the stop reason."""
     config = session.config
     total = len(prompt) + config.max_new_tokens
@@ -161,8 +169,9 @@ def generate(
     policy = settings.pop("policy")
     instance = policy if isinstance(policy, Policy) else None
     run = RunConfig.of(policy, **settings)
-    return run_generation(lm, prompt, run, progress=progress, should_stop=should_stop, on_refresh=on_refresh,
-                          policy=instance)
+    return run_generation(
+        lm, prompt, run, progress=progress, should_stop=should_stop, on_refresh=on_refresh, policy=instance
+    )
 
 
 def _generate_signature() -> inspect.Signature:
@@ -170,8 +179,12 @@ def _generate_signature() -> inspect.Signature:
     own = inspect.signature(generate)
     fixed = [p for p in own.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
     settings = [
-        inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, annotation=f.type,
-                          default=inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default)
+        inspect.Parameter(
+            f.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            annotation=f.type,
+            default=inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default,
+        )
         for f in dataclasses.fields(RunConfig)
     ]
     return own.replace(parameters=fixed + settings)

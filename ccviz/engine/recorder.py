@@ -9,12 +9,13 @@ elapsed time. Token texts are decoded lazily, at each refresh and at the end, no
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
-from ..version import __version__
-from ..choices import Phase
 from ..cache import LayerMembership
+from ..choices import Phase
 from ..trace import Cycle, TokenRecord, Trace, pack_members
+from ..version import __version__
 
 TIMINGS = ("prefill_seconds", "decode_seconds", "refresh_seconds")
 
@@ -26,7 +27,9 @@ class TraceRecorder:
         self.started = time.perf_counter()  # total_seconds counts from here
         self.tokenizer = tokenizer
         self.prompt_length = prompt_length
-        self.trace = Trace(config={"model": model_name, **config, "prompt_tokens": prompt_length or 0, "ccviz_version": __version__})
+        self.trace = Trace(
+            config={"model": model_name, **config, "prompt_tokens": prompt_length or 0, "ccviz_version": __version__}
+        )
         self.ids: list[int] = []
         self.prompt_tokens = 0  # tokens fed in the prefill phase come first; every later token is generated
         self.timings = dict.fromkeys(TIMINGS, 0.0)
@@ -43,8 +46,16 @@ class TraceRecorder:
         """Time spent in one forward pass (and its policies' observation) of ``phase``."""
         self.timings[f"{phase}_seconds"] += seconds
 
-    def refreshed(self, phase: Phase, candidates: list[int], kept: list[int], scores: dict[str, list[float]], seconds: float,
-                  units: list[int] | None = None, layers: LayerMembership | None = None) -> Trace:
+    def refreshed(
+        self,
+        phase: Phase,
+        candidates: list[int],
+        kept: list[int],
+        scores: dict[str, list[float]],
+        seconds: float,
+        units: list[int] | None = None,
+        layers: LayerMembership | None = None,
+    ) -> Trace:
         """Record a refresh at the current step; return the live trace (loadable: its tokens cover every step).
         ``units``: the candidates' unit numbers under word or sentence granularity; ``layers``: what each
         layer (and KV head) holds of ``kept``, under a per-layer allocation."""
@@ -54,17 +65,29 @@ class TraceRecorder:
             layer_kept = [pack_members(row) for row in layers.held(len(kept)).numpy()]
             if layers.heads is not None:
                 head_kept = [[pack_members(row) for row in heads] for heads in layers.visible(len(kept)).numpy()]
-        self.trace.cycles.append(Cycle(
-            index=len(self.trace.cycles), step=len(self.ids), phase=phase, candidates=candidates, kept=kept,
-            scores=scores, seconds=seconds, units=units, layer_kept=layer_kept, head_kept=head_kept,
-        ))
+        self.trace.cycles.append(
+            Cycle(
+                index=len(self.trace.cycles),
+                step=len(self.ids),
+                phase=phase,
+                candidates=candidates,
+                kept=kept,
+                scores=scores,
+                seconds=seconds,
+                units=units,
+                layer_kept=layer_kept,
+                head_kept=head_kept,
+            )
+        )
         return self.snapshot()
 
     def snapshot(self, pending: Sequence[int] = ()) -> Trace:
         """The live trace with every token so far (and ``pending``: generated, not yet fed) and the times so far."""
         ids = [*self.ids, *pending]
         start = len(self.trace.tokens)
-        pieces = self.tokenizer.batch_decode([[i] for i in ids[start:]], skip_special_tokens=False, clean_up_tokenization_spaces=False)
+        pieces = self.tokenizer.batch_decode(
+            [[i] for i in ids[start:]], skip_special_tokens=False, clean_up_tokenization_spaces=False
+        )
         self.trace.tokens.extend(
             TokenRecord(t=t, id=i, text=piece, source="prompt" if t < self.prompt_tokens else "generated")
             for t, (i, piece) in enumerate(zip(ids[start:], pieces), start=start)

@@ -14,7 +14,8 @@ over a session; teacher-forced perplexity, the efficiency measures, the benchmar
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -49,14 +50,23 @@ class CacheSession:
     observer must not be a second instance of a stateful policy already watching.)
     """
 
-    def __init__(self, lm: LoadedModel, config: RunConfig, *, policy: Policy | None = None,
-                 on_refresh: RefreshCallback | None = None, prompt_length: int | None = None,
-                 observers: Sequence[Policy] = ()):
+    def __init__(
+        self,
+        lm: LoadedModel,
+        config: RunConfig,
+        *,
+        policy: Policy | None = None,
+        on_refresh: RefreshCallback | None = None,
+        prompt_length: int | None = None,
+        observers: Sequence[Policy] = (),
+    ):
         self.lm = lm
         self.policy: Policy = policy if policy is not None else config.build_policy()
         if policy is not None and policy.name != config.policy:
             raise CcvizError(f"the policy instance is {policy.name!r} but the config names {config.policy!r}")
-        self.config = config.resolved(self.policy, prompt_tokens=prompt_length)  # sinks bounded by the prompt, as in prepare
+        self.config = config.resolved(
+            self.policy, prompt_tokens=prompt_length
+        )  # sinks bounded by the prompt, as in prepare
         h, step, frozen = self.config.chunk_size, self.config.prefill_step, self.config.frozen
         assert h is not None and step is not None and isinstance(frozen, int), "resolved() makes them concrete"
         self.chunk_size, self.prefill_step = h, step
@@ -104,8 +114,9 @@ class CacheSession:
         h = self.chunk_size
         return min(h - self.processed % h, self.prefill_step)
 
-    def feed(self, token_ids: Sequence[int], *, phase: Phase = "prefill", all_logits: bool = False,
-             refresh: bool = True) -> torch.Tensor:
+    def feed(
+        self, token_ids: Sequence[int], *, phase: Phase = "prefill", all_logits: bool = False, refresh: bool = True
+    ) -> torch.Tensor:
         """Process ``token_ids`` and return float32 logits: the last position's ``[vocab]``, or with
         ``all_logits`` every position's ``[len(token_ids), vocab]`` (teacher forcing).
 
@@ -127,7 +138,12 @@ class CacheSession:
             tokens = torch.tensor(ids)
         except (TypeError, ValueError, RuntimeError):
             tokens = None
-        if tokens is None or tokens.dtype != torch.long or int(tokens.min()) < 0 or int(tokens.max()) >= self.vocab_size:
+        if (
+            tokens is None
+            or tokens.dtype != torch.long
+            or int(tokens.min()) < 0
+            or int(tokens.max()) >= self.vocab_size
+        ):
             raise CcvizError(f"token ids must be whole numbers from 0 to {self.vocab_size - 1}, got {ids[:8]!r}...")
         limit = self.lm.max_positions
         if self.processed + len(ids) > limit:
@@ -153,10 +169,15 @@ class CacheSession:
         started = time.perf_counter()
         pos = torch.arange(self.processed, self.processed + len(ids), dtype=torch.long)
         layers, entries = self.cache.layers, len(self.cache)
-        layout = {} if layers is None else {
-            "masks": layers.masks(len(ids), self.query_heads, self.lm.device),
-            "columns": layers.columns(entries, len(ids)), "entries": entries + len(ids),
-        }
+        layout = (
+            {}
+            if layers is None
+            else {
+                "masks": layers.masks(len(ids), self.query_heads, self.lm.device),
+                "columns": layers.columns(entries, len(ids)),
+                "entries": entries + len(ids),
+            }
+        )
         capture = Capture.for_needs(model, self.attention_needs, self.residual_layers, per_head=self.per_head, **layout)
         out = model(
             input_ids=tok[None].to(self.lm.device),
@@ -168,7 +189,9 @@ class CacheSession:
         )
         self.cache.append(tok, pos, capture.residuals)
         self.processed += len(ids)
-        self.recorder.fed(ids, self.phase, len(self.cache), self.cache.kv_bytes())  # before observing: a failing policy still leaves them recorded
+        self.recorder.fed(
+            ids, self.phase, len(self.cache), self.cache.kv_bytes()
+        )  # before observing: a failing policy still leaves them recorded
         try:
             for observer in self.observers:
                 observer.observe(model, self.cache, capture)
@@ -211,8 +234,13 @@ class CacheSession:
         """The unit number of every candidate (long ``[candidates]``), or None at token granularity."""
         return self.selector.units(self.cache.tok[self.cache.frozen :])
 
-    def survivors(self, score: torch.Tensor, cache_size: int | None = None, recent: int | None = None,
-                  units: torch.Tensor | None = None) -> torch.Tensor:
+    def survivors(
+        self,
+        score: torch.Tensor,
+        cache_size: int | None = None,
+        recent: int | None = None,
+        units: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """Indices (into the candidates, ascending) that one decision for every layer keeps given the
         candidates' ``score`` (:meth:`SurvivorSelector.survivors`); ``cache_size`` / ``recent`` default
         to the run's, ``units`` to :meth:`units`."""
@@ -232,8 +260,10 @@ class CacheSession:
         visible = self.visible_candidates()  # computed once: the policy, its companions and the eviction read it
         shared = time.perf_counter() - started
         # Companion signals see the same candidates; they are not timed as part of the policy's refresh.
-        recorded = {_signal(scorer): self.per_candidate(self._score(scorer, view), visible).tolist()
-                    for scorer in self.companions}
+        recorded = {
+            _signal(scorer): self.per_candidate(self._score(scorer, view), visible).tolist()
+            for scorer in self.companions
+        }
         started = time.perf_counter() - shared
         scores: dict[str, list[float]] = {}
         units = None
@@ -245,8 +275,15 @@ class CacheSession:
                 scores[f"{policy.signal}:{config.granularity}"] = pool_scores(score, units, config.pool)[units].tolist()
             self.selector.keep(cache, score, units, visible)
         seconds = time.perf_counter() - started
-        trace = self.recorder.refreshed(self.phase, candidates.tolist(), cache.pos.tolist(), {**scores, **recorded}, seconds,
-                                        None if units is None else units.tolist(), cache.layers)
+        trace = self.recorder.refreshed(
+            self.phase,
+            candidates.tolist(),
+            cache.pos.tolist(),
+            {**scores, **recorded},
+            seconds,
+            None if units is None else units.tolist(),
+            cache.layers,
+        )
         if self.on_refresh is not None:
             self.on_refresh(trace)
 

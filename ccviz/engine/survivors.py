@@ -132,8 +132,11 @@ class SurvivorSelector:
 
     def __init__(self, config: RunConfig, tokenizer: Any, vocab_size: int, num_layers: int):
         self.config, self.tokenizer, self.vocab_size = config, tokenizer, vocab_size
-        self.budgets = (pyramid_budgets(config.cache_size, config.recent, num_layers, config.pyramid_beta)
-                        if config.allocation == "pyramid" else None)
+        self.budgets = (
+            pyramid_budgets(config.cache_size, config.recent, num_layers, config.pyramid_beta)
+            if config.allocation == "pyramid"
+            else None
+        )
 
     def units(self, tok: torch.Tensor) -> torch.Tensor | None:
         """The unit number of every candidate (``tok`` long ``[candidates]``): long ``[candidates]``, or
@@ -142,8 +145,13 @@ class SurvivorSelector:
             return None
         return group_units(tok, token_classes(self.tokenizer, self.vocab_size), self.config.granularity)
 
-    def survivors(self, score: torch.Tensor, units: torch.Tensor | None = None, cache_size: int | None = None,
-                  recent: int | None = None) -> torch.Tensor:
+    def survivors(
+        self,
+        score: torch.Tensor,
+        units: torch.Tensor | None = None,
+        cache_size: int | None = None,
+        recent: int | None = None,
+    ) -> torch.Tensor:
         """Indices (into the candidates, ascending) that one decision for every layer keeps given the
         candidates' ``score`` ``[candidates]``: the rank cut, or whole units when ``units`` are given.
         ``cache_size`` / ``recent`` default to the run's."""
@@ -153,8 +161,9 @@ class SurvivorSelector:
             return select_survivors(score, cache_size, recent)
         return select_units(score, units, cache_size, recent, self.config.pool)
 
-    def keep(self, cache: CacheState, score: torch.Tensor, units: torch.Tensor | None,
-             visible: torch.Tensor | None) -> None:
+    def keep(
+        self, cache: CacheState, score: torch.Tensor, units: torch.Tensor | None, visible: torch.Tensor | None
+    ) -> None:
         """Evict from ``cache`` what this refresh does not keep: the frozen prefix and the survivors stay.
 
         ``score``: the policy's ``[candidates]`` (or ``[candidates, layers, kv_heads]``); ``units`` from
@@ -176,6 +185,7 @@ class SurvivorSelector:
         if sum(int(p.sum()) for p in pairs) == int(visible.sum()):
             return
         rows = [pair.any(dim=0).nonzero()[:, 0] for pair in pairs]
-        heads = [torch.cat([pair.new_ones(pair.shape[0], cache.frozen), pair[:, r]], dim=1)
-                 for pair, r in zip(pairs, rows)]
+        heads = [
+            torch.cat([pair.new_ones(pair.shape[0], cache.frozen), pair[:, r]], dim=1) for pair, r in zip(pairs, rows)
+        ]
         cache.keep_per_layer([torch.cat([frozen, cache.frozen + r]) for r in rows], heads)

@@ -43,7 +43,7 @@ class TokenClasses:
     special: torch.Tensor  # a special token (chat template): a unit of its own at every granularity
 
 
-_classes: "weakref.WeakKeyDictionary[Any, TokenClasses]" = weakref.WeakKeyDictionary()
+_classes: weakref.WeakKeyDictionary[Any, TokenClasses] = weakref.WeakKeyDictionary()
 
 
 def token_classes(tokenizer: Any, vocab_size: int) -> TokenClasses:
@@ -53,13 +53,19 @@ def token_classes(tokenizer: Any, vocab_size: int) -> TokenClasses:
     if known is not None and known.opens.numel() >= vocab_size:
         return known
     size = min(len(tokenizer), vocab_size)
-    texts = tokenizer.batch_decode([[i] for i in range(size)], skip_special_tokens=False,
-                                   clean_up_tokenization_spaces=False)
+    texts = tokenizer.batch_decode(
+        [[i] for i in range(size)], skip_special_tokens=False, clean_up_tokenization_spaces=False
+    )
     special = set(getattr(tokenizer, "all_special_ids", ()))
     rows = [
-        (i in special or text[:1].isspace(), i in special or text.endswith("\n"),
-         i not in special and text != "" and text.isspace() and "\n" not in text,
-         i in special or "\n" in text, text.rstrip().endswith(_SENTENCE_ENDS), i in special)
+        (
+            i in special or text[:1].isspace(),
+            i in special or text.endswith("\n"),
+            i not in special and text != "" and text.isspace() and "\n" not in text,
+            i in special or "\n" in text,
+            text.rstrip().endswith(_SENTENCE_ENDS),
+            i in special,
+        )
         for i, text in enumerate(texts)
     ]
     table = torch.tensor(rows, dtype=torch.bool).reshape(size, 6)

@@ -60,14 +60,26 @@ def explain_without_replay(trace: Trace, refresh: int, position: int) -> Explana
     text = trace.tokens[position].text
     frozen = int(trace.run_config.frozen)  # resolved: a trace records the number
     if position < frozen:
-        return Explanation(refresh, position, text, "frozen",
-                           f"Part of the frozen prefix (the first {frozen} entries): never scored, never evicted.",
-                           kept=True)
+        return Explanation(
+            refresh,
+            position,
+            text,
+            "frozen",
+            f"Part of the frozen prefix (the first {frozen} entries): never scored, never evicted.",
+            kept=True,
+        )
     if position >= cycle.step:
-        return Explanation(refresh, position, text, "unseen",
-                           f"Not processed yet at refresh {refresh} (after {cycle.step} tokens).")
+        return Explanation(
+            refresh, position, text, "unseen", f"Not processed yet at refresh {refresh} (after {cycle.step} tokens)."
+        )
     if position not in cycle.candidates:
         gone = next(c.index for c in trace.cycles[:refresh] if position in c.candidates and position not in c.kept)
-        return Explanation(refresh, position, text, "evicted",
-                           f"Evicted earlier, at refresh {gone}: explain that refresh to see why.", kept=False)
+        return Explanation(
+            refresh,
+            position,
+            text,
+            "evicted",
+            f"Evicted earlier, at refresh {gone}: explain that refresh to see why.",
+            kept=False,
+        )
     return None

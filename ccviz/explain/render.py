@@ -37,8 +37,12 @@ def _top(weights: list[list[float]], entries: list[int], trace: Trace, count: in
 
 def explanation_text(e: Explanation, trace: Trace) -> str:
     """A few lines for a terminal: the verdict, the reason, the numbers, the entries the attention goes to."""
-    verdict = {"candidate": "kept" if e.kept else "evicted", "frozen": "frozen", "evicted": "evicted earlier",
-               "unseen": "not processed yet"}[e.status]
+    verdict = {
+        "candidate": "kept" if e.kept else "evicted",
+        "frozen": "frozen",
+        "evicted": "evicted earlier",
+        "unseen": "not processed yet",
+    }[e.status]
     lines = [f"t={e.position} {e.text!r} at refresh {e.refresh}: {verdict}", f"  {e.reason}"]
     if e.status != "candidate":
         return "\n".join(lines)
@@ -47,8 +51,9 @@ def explanation_text(e: Explanation, trace: Trace) -> str:
     settings = ", ".join(f"{k}={v}" for k, v in e.surprise_settings.items())
     lines.append(f"  counter-causal surprise ({settings}), rank among {len(e.entries)} candidates:")
     lines += [f"    {name:<9} {value:>10.4g}   rank {e.surprise_rank[name]}" for name, value in e.surprise.items()]
-    lines.append("  reads most of its future (last layer, mean over heads): "
-                 f"{_top(e.counter_causal, e.entries, trace)}")
+    lines.append(
+        f"  reads most of its future (last layer, mean over heads): {_top(e.counter_causal, e.entries, trace)}"
+    )
     lines.append(f"  receives most causal attention from: {_top(e.causal, e.entries, trace)}")
     if not e.matches_trace:
         lines.append("  warning: the replay's scores or survivors differ from the trace's (another model or version?)")

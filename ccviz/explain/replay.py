@@ -13,7 +13,7 @@ trace's refresh is refused.
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -46,8 +46,9 @@ def _surprise_policy(policy: Policy) -> Policy:
     return policy if policy.counter_causal else CounterCausalFast()
 
 
-def _reason(session: CacheSession, score: torch.Tensor, units: torch.Tensor | None, row: int,
-            kept: bool) -> tuple[str, int | None]:
+def _reason(
+    session: CacheSession, score: torch.Tensor, units: torch.Tensor | None, row: int, kept: bool
+) -> tuple[str, int | None]:
     """The rule that decided, in words, and the rank that went with it (None when no rank decided)."""
     config, policy = session.config, session.policy
     n, J, R = score.numel(), config.cache_size, min(config.recent, config.cache_size)
@@ -61,17 +62,23 @@ def _reason(session: CacheSession, score: torch.Tensor, units: torch.Tensor | No
             return f"One of the last R = {R} entries, which every refresh keeps.", None
         head = n - R
         rank = descending_rank(score[:head], row)
-        return (f"Ranked {rank} of the {head} older candidates by {policy.signal}; the best J − R = {J - R} are kept: "
-                f"{verdict}."), rank
+        return (
+            f"Ranked {rank} of the {head} older candidates by {policy.signal}; the best J − R = {J - R} are kept: "
+            f"{verdict}."
+        ), rank
     unit, first = int(units[row]), first_protected_unit(units, J, R)
     what = config.granularity
     if unit >= first:
-        return (f"Its {what} is protected: the last R = {R} entries, extended to whole {what}s, and the last {what} "
-                "are always kept."), None
+        return (
+            f"Its {what} is protected: the last R = {R} entries, extended to whole {what}s, and the last {what} "
+            "are always kept."
+        ), None
     pooled = pool_scores(score, units, config.pool)[:first]
     rank = descending_rank(pooled, unit)
-    return (f"Its {what} (unit {unit}, {config.pool} score {float(pooled[unit]):.4g}) ranked {rank} of the "
-            f"{first} older {what}s; whole {what}s are kept best first while they fit in J: {verdict}."), rank
+    return (
+        f"Its {what} (unit {unit}, {config.pool} score {float(pooled[unit]):.4g}) ranked {rank} of the "
+        f"{first} older {what}s; whole {what}s are kept best first while they fit in J: {verdict}."
+    ), rank
 
 
 def _explain_here(session: CacheSession, cycle: Cycle, refresh: int, t: int, text: str) -> Explanation:
@@ -79,8 +86,9 @@ def _explain_here(session: CacheSession, cycle: Cycle, refresh: int, t: int, tex
     lm, view = session.lm, session.candidates()
     candidates = view.pos.tolist()
     if candidates != cycle.candidates:
-        raise CcvizError(f"replaying this trace does not reproduce refresh {refresh} "
-                         "(another model or other settings?)")
+        raise CcvizError(
+            f"replaying this trace does not reproduce refresh {refresh} (another model or other settings?)"
+        )
     row = candidates.index(t)
     policy = session.policy
     if policy.evicts:
@@ -94,23 +102,36 @@ def _explain_here(session: CacheSession, cycle: Cycle, refresh: int, t: int, tex
     if evicting and torch.isposinf(score[row]):
         reason += " Its score is +inf: no later entry is visible to it yet, so it cannot be judged and ranks first."
     recorded = cycle.scores.get(policy.signal) if policy.evicts else None
-    same_scores = recorded is None or torch.allclose(score.double(), torch.tensor(recorded, dtype=torch.float64),
-                                                     rtol=SCORE_TOLERANCE, atol=SCORE_TOLERANCE)
+    same_scores = recorded is None or torch.allclose(
+        score.double(), torch.tensor(recorded, dtype=torch.float64), rtol=SCORE_TOLERANCE, atol=SCORE_TOLERANCE
+    )
     scorer = _surprise_policy(policy)
-    surprise = {name: dataclasses.replace(scorer, score=name, smooth=0).score_candidates(lm.model, view).cpu()
-                for name in SURPRISE_SCORES}
+    surprise = {
+        name: dataclasses.replace(scorer, score=name, smooth=0).score_candidates(lm.model, view).cpu()
+        for name in SURPRISE_SCORES
+    }
     kv, tok, pos, hidden = scorer.stream_inputs(lm.model, view)
     settings = dict(variant=scorer.variant, min_gap=scorer.min_gap, window=scorer.window, from_layer=scorer.from_layer)
     reads = counter_causal_weights(lm.model, kv, tok, pos, hidden, row=row, **settings)
     last = len(decoder_layers(lm.model)) - 1
     received = causal_weights_received(lm.model, view.keys(last), pos, view.residuals[last], column=row)
     return Explanation(
-        refresh=refresh, position=t, text=text, status="candidate", reason=reason, kept=kept, entries=candidates,
+        refresh=refresh,
+        position=t,
+        text=text,
+        status="candidate",
+        reason=reason,
+        kept=kept,
+        entries=candidates,
         row=row,
-        signal=policy.signal if policy.evicts else None, score=float(score[row]) if policy.evicts else None, rank=rank,
+        signal=policy.signal if policy.evicts else None,
+        score=float(score[row]) if policy.evicts else None,
+        rank=rank,
         surprise={name: float(values[row]) for name, values in surprise.items()},
         surprise_rank={name: descending_rank(values, row) for name, values in surprise.items()},
-        surprise_settings=settings, counter_causal=reads.cpu().tolist(), causal=received.cpu().tolist(),
+        surprise_settings=settings,
+        counter_causal=reads.cpu().tolist(),
+        causal=received.cpu().tolist(),
         matches_trace=same_scores and kept == (t in cycle.kept),
     )
 
@@ -126,18 +147,36 @@ def explain_token(lm: LoadedModel, trace: Trace, refresh: int, position: int) ->
     if known is not None:
         return known
     cycle = trace.cycles[refresh]
-    return replay_explanation(lm, RunConfig.from_trace(trace), [tok.id for tok in trace.tokens[: cycle.step]],
-                              trace.prompt_length, cycle, refresh, position, trace.tokens[position].text)
+    return replay_explanation(
+        lm,
+        RunConfig.from_trace(trace),
+        [tok.id for tok in trace.tokens[: cycle.step]],
+        trace.prompt_length,
+        cycle,
+        refresh,
+        position,
+        trace.tokens[position].text,
+    )
 
 
-def replay_explanation(lm: LoadedModel, config: RunConfig, ids: Sequence[int], prompt_length: int, cycle: Cycle,
-                       refresh: int, position: int, text: str) -> Explanation:
+def replay_explanation(
+    lm: LoadedModel,
+    config: RunConfig,
+    ids: Sequence[int],
+    prompt_length: int,
+    cycle: Cycle,
+    refresh: int,
+    position: int,
+    text: str,
+) -> Explanation:
     """Feed ``ids`` (the run's first ``cycle.step`` tokens: the prompt, then generated tokens one per pass,
     as the run did), pause before refresh ``refresh`` and explain token ``position`` there."""
     if config.allocation != "uniform":
-        raise CcvizError(f"explain replays the one keep decision all layers share, and this run's allocation "
-                         f"{config.allocation!r} decides per layer: the retention figure's layer view shows what "
-                         "each layer kept")
+        raise CcvizError(
+            f"explain replays the one keep decision all layers share, and this run's allocation "
+            f"{config.allocation!r} decides per layer: the retention figure's layer view shows what "
+            "each layer kept"
+        )
     # The fast counter-causal scorer watches the replay: it stores H^(L-1), the rows the causal attention
     # each candidate receives is computed from.
     session = CacheSession(lm, config, prompt_length=prompt_length, observers=[CounterCausalFast()])

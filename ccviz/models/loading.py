@@ -21,7 +21,9 @@ def _check_checkpoint(path: Path) -> None:
         raise CcvizError(f"model path {str(path)!r} does not exist: pass a local Hugging Face checkpoint folder")
     config_file = path / "config.json"
     if not config_file.is_file():
-        raise CcvizError(f"{str(path)!r} has no config.json: pass a Hugging Face checkpoint folder (Llama, Qwen2, Mistral)")
+        raise CcvizError(
+            f"{str(path)!r} has no config.json: pass a Hugging Face checkpoint folder (Llama, Qwen2, Mistral)"
+        )
     try:
         model_type = json.loads(config_file.read_text()).get("model_type")
     except (OSError, ValueError) as err:
@@ -74,7 +76,9 @@ def _first_line(err: Exception) -> str:
     return text.splitlines()[0] if text else type(err).__name__
 
 
-def load_model(name_or_path: str | None = None, *, device: Device | str = "cpu", dtype: Dtype = "float32") -> LoadedModel:
+def load_model(
+    name_or_path: str | None = None, *, device: Device | str = "cpu", dtype: Dtype = "float32"
+) -> LoadedModel:
     """Load a model for ccviz: ``None`` is the embedded SmolLM2, else a local checkpoint folder.
 
     ``dtype`` applies to the weights only; every score ccviz computes is float32 regardless.

@@ -16,8 +16,8 @@ from .counter_causal import CounterCausal, CounterCausalFast
 from .full import Full
 from .h2o import H2O
 from .importance_keyproxy import ImportanceKeyProxy
-from .snapkv import SnapKV
 from .sliding import Sliding
+from .snapkv import SnapKV
 from .streaming_llm import StreamingLLM
 from .tova import Tova
 
@@ -64,7 +64,9 @@ def make_policy(name: str | type[Policy], **options: Any) -> Policy:
     elif name in POLICIES:
         cls = POLICIES[name]
     else:
-        raise CcvizError(f"unknown policy {name!r}: choose one of {', '.join(POLICIES)} (see `python -m ccviz policies`)")
+        raise CcvizError(
+            f"unknown policy {name!r}: choose one of {', '.join(POLICIES)} (see `python -m ccviz policies`)"
+        )
     allowed = {f.name for f in fields(cls)}
     unknown = sorted(set(options) - allowed)
     if unknown:

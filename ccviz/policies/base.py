@@ -68,4 +68,3 @@ class Policy(Validated):
 
     def options(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
-

@@ -73,8 +73,9 @@ class _CounterCausalBase(Policy):
         first = self.from_layer if self.variant == "full" else num_layers - 1
         return (first,) if first else ()
 
-    def stream_inputs(self, model: torch.nn.Module,
-                      candidates: Candidates) -> tuple[list, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    def stream_inputs(
+        self, model: torch.nn.Module, candidates: Candidates
+    ) -> tuple[list, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """``(kv, tok, pos, hidden)`` of the candidates, as :func:`ccviz.scoring.surprise_from_cache` takes them.
 
         Frozen entries precede every candidate, so no candidate could see them: the candidates alone
@@ -92,8 +93,13 @@ class _CounterCausalBase(Policy):
 
     def score_candidates(self, model: torch.nn.Module, candidates: Candidates) -> torch.Tensor:
         surprise = surprise_from_cache(
-            model, *self.stream_inputs(model, candidates), variant=self.variant,
-            score=self.score, min_gap=self.min_gap, from_layer=self.from_layer, window=self.window,
+            model,
+            *self.stream_inputs(model, candidates),
+            variant=self.variant,
+            score=self.score,
+            min_gap=self.min_gap,
+            from_layer=self.from_layer,
+            window=self.window,
         )
         return smooth_scores(surprise, self.smooth)
 

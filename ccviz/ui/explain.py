@@ -1,4 +1,4 @@
-""""Explain a token": pick a token and a refresh, and see why it was kept or evicted there.
+""" "Explain a token": pick a token and a refresh, and see why it was kept or evicted there.
 
 The explanation is computed in the model worker (it replays the run up to the refresh), as a job of
 its own next to the page's runs, and cached with the other results; this module only lays it out.
@@ -30,19 +30,35 @@ STATUS_BADGES = {  # status -> (label, icon, colour)
 def _token_choice(trace: Trace, key: str, step: int) -> int:
     """A token of the first ``step``: found by its text, or typed as a timestep."""
     left, right = st.columns([2, 3])
-    query = left.text_input("Find a token", key=f"{key}.find", placeholder="e.g. amoxicillin, 4817, key",
-                            help="Every token of each place the text contains this (case-insensitive), up to this refresh.")
+    query = left.text_input(
+        "Find a token",
+        key=f"{key}.find",
+        placeholder="e.g. amoxicillin, 4817, key",
+        help="Every token of each place the text contains this (case-insensitive), up to this refresh.",
+    )
     if query.strip():
         matches = matching_tokens(trace, query.strip(), step)
         if not matches:
             right.warning(f"Nothing up to this refresh contains “{query.strip()}”.")
         else:
-            return right.selectbox(f"Tokens of the matches ({len(matches)})", matches, key=f"{key}.match",
-                                   format_func=lambda t: f"t={t} “{visible_text(trace.tokens[t].text)}”")
+            return right.selectbox(
+                f"Tokens of the matches ({len(matches)})",
+                matches,
+                key=f"{key}.match",
+                format_func=lambda t: f"t={t} “{visible_text(trace.tokens[t].text)}”",
+            )
     # Bounded by the whole trace, not the refresh: moving the refresh never invalidates the number (a
     # token processed later is explained as "not processed yet").
-    return int(right.number_input("Token t (original timestep)", min_value=0, max_value=len(trace.tokens) - 1,
-                                  value=max(step - 1, 0) // 2, step=1, key=f"{key}.t"))
+    return int(
+        right.number_input(
+            "Token t (original timestep)",
+            min_value=0,
+            max_value=len(trace.tokens) - 1,
+            value=max(step - 1, 0) // 2,
+            step=1,
+            key=f"{key}.t",
+        )
+    )
 
 
 def _badge(explanation: Explanation) -> None:
@@ -57,14 +73,18 @@ def _numbers(e: Explanation) -> None:
     n = len(e.entries)
     cols = st.columns(2)
     if e.signal is not None:
-        cols[0].metric(f"Policy score ({e.signal})", f"{e.score:.4g}", help="The score this refresh ranked it by, replayed.")
+        cols[0].metric(
+            f"Policy score ({e.signal})", f"{e.score:.4g}", help="The score this refresh ranked it by, replayed."
+        )
     if e.rank is not None:
         cols[1].metric("Rank that decided", f"{e.rank}", help="1 = best; among the entries the cut-off applied to.")
     settings = ", ".join(f"{k}={v}" for k, v in e.surprise_settings.items())
-    table = pd.DataFrame([
-        {"score": name, "surprise": e.surprise[name], "rank among candidates": f"{e.surprise_rank[name]} of {n}"}
-        for name in SURPRISE_SCORES
-    ])
+    table = pd.DataFrame(
+        [
+            {"score": name, "surprise": e.surprise[name], "rank among candidates": f"{e.surprise_rank[name]} of {n}"}
+            for name in SURPRISE_SCORES
+        ]
+    )
     st.markdown(f"**Counter-causal surprise** ({settings})")
     st.dataframe(table, hide_index=True)
 
@@ -78,9 +98,13 @@ def explanation_view(e: Explanation, trace: Trace, key: str) -> None:
     if e.status != "candidate":
         return
     if not e.matches_trace:
-        st.warning("The replay's scores or survivors differ from the trace's: this trace was made by another model or version.")
+        st.warning(
+            "The replay's scores or survivors differ from the trace's: this trace was made by another model or version."
+        )
     _numbers(e)
-    chart(explanation_figure(e, trace), key=f"{key}.figure", stem=file_stem(trace, f"explain-t{e.position}-r{e.refresh}"))
+    chart(
+        explanation_figure(e, trace), key=f"{key}.figure", stem=file_stem(trace, f"explain-t{e.position}-r{e.refresh}")
+    )
     st.html(explanation_html(e, trace))
 
 
@@ -92,17 +116,23 @@ def explain_section(trace: Trace, key: str, refresh: int | None = None) -> None:
         return
     allocation = trace.run_config.allocation
     if allocation != "uniform":
-        st.info(f"This run's allocation ({allocation}) decides per layer, so there is no one keep decision "
-                "to replay: the heatmap's Layer slider shows what each layer kept.")
+        st.info(
+            f"This run's allocation ({allocation}) decides per layer, so there is no one keep decision "
+            "to replay: the heatmap's Layer slider shows what each layer kept."
+        )
         return
     last = len(trace.cycles) - 1
     if refresh is None:
-        refresh = int(st.number_input("At refresh", min_value=0, max_value=last, value=last, step=1, key=f"{key}.refresh"))
+        refresh = int(
+            st.number_input("At refresh", min_value=0, max_value=last, value=last, step=1, key=f"{key}.refresh")
+        )
     else:
         st.caption(f"At refresh {refresh} (the refresh slider above).")
     t = _token_choice(trace, key, trace.cycles[refresh].step)
     task = ExplainTask(str(trace.config.get("model", "")), trace, refresh, t)
-    ready = explain_without_replay(trace, refresh, t) or result_store().get(task)  # no candidate then: the trace says why
+    ready = explain_without_replay(trace, refresh, t) or result_store().get(
+        task
+    )  # no candidate then: the trace says why
     page = f"{key}.explain"
     done = run_controls(page, "Explain", lambda _: [task]) if ready is None else None
     if ready is None and done is not None and done.tasks[0] == task:
@@ -110,4 +140,6 @@ def explain_section(trace: Trace, key: str, refresh: int | None = None) -> None:
     if ready is not None:
         explanation_view(ready, trace, key)
     elif not st.session_state.get(f"job.{page}"):
-        st.caption("Explaining replays the run up to this refresh in the model worker: about as long as the run took to get there.")
+        st.caption(
+            "Explaining replays the run up to this refresh in the model worker: about as long as the run took to get there."
+        )

@@ -17,10 +17,10 @@ from ..engine import RunConfig
 from ..errors import CcvizError
 from ..fields import rule_of
 from ..policies import POLICIES
-from .links import as_bool, link_document, link_problems, linked, linked_document, linked_index, optional
 from .limits import DEFAULT_MAX_TOKENS, MAX_TOKENS_ENV, max_tokens, max_upload_bytes
-from .options import option_specs
+from .links import as_bool, link_document, link_problems, linked, linked_document, linked_index, optional
 from .needle_sample import NEEDLE_KEY, needle_generator, needle_loaded
+from .options import option_specs
 from .samples import Sample, load_samples
 from .uploads import decode_document
 
@@ -65,8 +65,13 @@ def document_input() -> tuple[str, bool]:
     """The document: pasted, picked from the samples or uploaded (which fill the text box); and chat/raw."""
     left, middle, right = st.columns([3, 2, 2], vertical_alignment="bottom")
     left.selectbox(
-        "Sample document", [s.title for s in _samples()], index=None, key="doc.sample", placeholder="Load a sample document…",
-        on_change=_load_sample, persist_state=SESSION,
+        "Sample document",
+        [s.title for s in _samples()],
+        index=None,
+        key="doc.sample",
+        placeholder="Load a sample document…",
+        on_change=_load_sample,
+        persist_state=SESSION,
     )
     with middle:
         needle_generator()
@@ -78,13 +83,20 @@ def document_input() -> tuple[str, bool]:
     document = linked_document(DEFAULT_TEXT)
     link_problems()  # the sidebar's settings and the document are linked by now
     text = st.text_area(
-        "Document or prompt", value=document, key="doc.text", height=220, persist_state=SESSION,
+        "Document or prompt",
+        value=document,
+        key="doc.text",
+        height=220,
+        persist_state=SESSION,
         help="Paste any text. In chat mode it becomes one user turn of the model's chat template. The page's "
-             "link (the address bar) names it, so a reload or a shared link brings it back.",
+        "link (the address bar) names it, so a reload or a shared link brings it back.",
     )
     link_document(text, DEFAULT_TEXT)
     chat = st.toggle(
-        "Chat template", value=linked("doc.chat", True, as_bool), key="doc.chat", persist_state=SESSION,
+        "Chat template",
+        value=linked("doc.chat", True, as_bool),
+        key="doc.chat",
+        persist_state=SESSION,
         help="On: the text is one user turn (the template's system prompt is frozen by default). Off: raw text.",
     )
     return text, chat
@@ -104,15 +116,21 @@ def _option_input(spec, key: str) -> Any:
         cast = int if spec.kind == "int" else float
         low, high = (None if bound is None else cast(bound) for bound in (spec.minimum, spec.maximum))
         default = None if spec.default is None else cast(spec.default)
-        value = _number(label, key, default, low, high, cast, **({"step": 1} if spec.kind == "int" else {"format": "%.4g"}))
+        value = _number(
+            label, key, default, low, high, cast, **({"step": 1} if spec.kind == "int" else {"format": "%.4g"})
+        )
         return None if value is None else cast(value)
     if spec.kind == "choice":
-        return st.selectbox(label, spec.choices, index=linked_index(key, spec.choices, spec.default), key=key, persist_state=SESSION)
+        return st.selectbox(
+            label, spec.choices, index=linked_index(key, spec.choices, spec.default), key=key, persist_state=SESSION
+        )
     default = "" if spec.default is None else str(spec.default)
     return st.text_input(label, value=linked(key, default), key=key, persist_state=SESSION)
 
 
-def policy_input(key: str, default: str | None = None, label: str = "Policy") -> tuple[str, tuple[tuple[str, Any], ...]]:
+def policy_input(
+    key: str, default: str | None = None, label: str = "Policy"
+) -> tuple[str, tuple[tuple[str, Any], ...]]:
     """A policy from the registry and its options (widgets built from the dataclass fields).
 
     Returns the name and the options that differ from their defaults, so equal configurations share
@@ -120,8 +138,14 @@ def policy_input(key: str, default: str | None = None, label: str = "Policy") ->
     """
     names = list(POLICIES)
     index = names.index(default) if default in names else 0
-    policy = st.selectbox(label, names, index=linked_index(key, names, names[index]), key=key, persist_state=SESSION,
-                          help="Every policy in ccviz's registry.")
+    policy = st.selectbox(
+        label,
+        names,
+        index=linked_index(key, names, names[index]),
+        key=key,
+        persist_state=SESSION,
+        help="Every policy in ccviz's registry.",
+    )
     st.caption(POLICIES[policy].summary)
     options = []
     for spec in option_specs(policy):
@@ -135,17 +159,26 @@ def unit_input(key: str, policy: str) -> dict[str, str | None]:
     """The unit of the keep decision (RunConfig's ``granularity`` and ``pool``): any policy by token, word or sentence."""
     granularities = ("default", *rule_of(RunConfig, "granularity").choices)
     choice = st.segmented_control(
-        "Keep whole", granularities, default=linked(f"{key}.granularity", "default", choices=granularities), key=f"{key}.granularity",
-        required=True, persist_state=SESSION,
+        "Keep whole",
+        granularities,
+        default=linked(f"{key}.granularity", "default", choices=granularities),
+        key=f"{key}.granularity",
+        required=True,
+        persist_state=SESSION,
         format_func=lambda g: f"default ({POLICIES[policy].default_granularity})" if g == "default" else g,
         help="The unit a refresh keeps or evicts: single tokens (the paper's), whole words (so KX-4817 or 4817 "
-             "survives whole or not at all) or whole sentences; default: the policy's own. A unit scores the max or "
-             "mean of its tokens' scores.",
+        "survives whole or not at all) or whole sentences; default: the policy's own. A unit scores the max or "
+        "mean of its tokens' scores.",
     )
     granularity = None if choice == "default" else choice
     pools = rule_of(RunConfig, "pool").choices
     pool = st.segmented_control(
-        "Unit score", pools, default=linked(f"{key}.pool", "max", choices=pools), key=f"{key}.pool", required=True, persist_state=SESSION,
+        "Unit score",
+        pools,
+        default=linked(f"{key}.pool", "max", choices=pools),
+        key=f"{key}.pool",
+        required=True,
+        persist_state=SESSION,
         disabled=(granularity or POLICIES[policy].default_granularity) == "token",
         help="How a word's or sentence's score is made from its tokens' scores.",
     )
@@ -164,19 +197,36 @@ def allocation_input(key: str, policy: str, granularity: str | None = None) -> d
     a choice the policy cannot serve is named at once, in the engine's words."""
     allocations = rule_of(RunConfig, "allocation").choices
     allocation = st.segmented_control(
-        "Allocation", allocations, default=linked(f"{key}.allocation", "uniform", choices=allocations), key=f"{key}.allocation",
-        required=True, persist_state=SESSION,
-        help="How J is split over layers and KV heads: " + "; ".join(f"{a}: {text}" for a, text in ALLOCATION_HELP.items())
-             + ". Under pyramid and adaptive each layer's cache really holds its own entries (docs/method.md#allocation).",
+        "Allocation",
+        allocations,
+        default=linked(f"{key}.allocation", "uniform", choices=allocations),
+        key=f"{key}.allocation",
+        required=True,
+        persist_state=SESSION,
+        help="How J is split over layers and KV heads: "
+        + "; ".join(f"{a}: {text}" for a, text in ALLOCATION_HELP.items())
+        + ". Under pyramid and adaptive each layer's cache really holds its own entries (docs/method.md#allocation).",
     )
     beta = rule_of(RunConfig, "pyramid_beta")
     pyramid_beta = RunConfig.__dataclass_fields__["pyramid_beta"].default  # the engine's default, declared once
     if allocation == "pyramid":
-        pyramid_beta = float(_number("Pyramid beta", f"{key}.beta", pyramid_beta, float(beta.minimum), cast=float, step=1.0, format="%.4g",
-                                     help="The last layer keeps (J - R) / beta scored entries and the first the rest of "
-                                          "twice the mean; 1 = uniform (PyramidKV's beta, 20 there)."))
+        pyramid_beta = float(
+            _number(
+                "Pyramid beta",
+                f"{key}.beta",
+                pyramid_beta,
+                float(beta.minimum),
+                cast=float,
+                step=1.0,
+                format="%.4g",
+                help="The last layer keeps (J - R) / beta scored entries and the first the rest of "
+                "twice the mean; 1 = uniform (PyramidKV's beta, 20 there).",
+            )
+        )
     try:
-        RunConfig(policy=policy, cache_size=1, allocation=allocation, pyramid_beta=pyramid_beta, granularity=granularity).resolved()
+        RunConfig(
+            policy=policy, cache_size=1, allocation=allocation, pyramid_beta=pyramid_beta, granularity=granularity
+        ).resolved()
     except CcvizError as err:
         st.error(str(err))
     return dict(allocation=allocation, pyramid_beta=pyramid_beta)
@@ -195,37 +245,72 @@ def _least(name: str) -> int:
     return int(rule_of(RunConfig, name).minimum)
 
 
-def _number(label: str, key: str, default: float | None, low: float | None, high: float | None = None, cast=int, **kw) -> Any:
+def _number(
+    label: str, key: str, default: float | None, low: float | None, high: float | None = None, cast=int, **kw
+) -> Any:
     """A linked number input: its default from the link when the link's value is in bounds."""
+
     def decode(raw: str) -> float:
         return _in_bounds(cast(raw), low, high)
 
-    return st.number_input(label, value=linked(key, default, optional(decode) if default is None else decode),
-                           min_value=low, max_value=high, key=key, persist_state=SESSION, **kw)
+    return st.number_input(
+        label,
+        value=linked(key, default, optional(decode) if default is None else decode),
+        min_value=low,
+        max_value=high,
+        key=key,
+        persist_state=SESSION,
+        **kw,
+    )
 
 
 def budget_input(prefix: str, default_cache: int = 128) -> dict[str, Any]:
     """J, h, frozen and recent: the cache budget of a run."""
     top = _token_ceiling()
     cache_size = _number(
-        "Cache size J", f"{prefix}.J", min(default_cache, top), _least("cache_size"), top, step=8,
+        "Cache size J",
+        f"{prefix}.J",
+        min(default_cache, top),
+        _least("cache_size"),
+        top,
+        step=8,
         help=f"Entries that survive each refresh, not counting the frozen prefix (at most {top}, {MAX_TOKENS_ENV}).",
     )
     chunk = _number(
-        "Chunk size h", f"{prefix}.h", None, _least("chunk_size"), top, step=4, placeholder="J/4",
+        "Chunk size h",
+        f"{prefix}.h",
+        None,
+        _least("chunk_size"),
+        top,
+        step=4,
+        placeholder="J/4",
         help="A refresh happens after every h processed tokens (empty: J/4, as in the paper); at most J.",
     )
     frozen = _number(
-        "Frozen prefix", f"{prefix}.frozen", None, _least("frozen"), top, step=1, placeholder="auto",
+        "Frozen prefix",
+        f"{prefix}.frozen",
+        None,
+        _least("frozen"),
+        top,
+        step=1,
+        placeholder="auto",
         help="Leading entries never evicted (empty: the chat template's system prompt; 0 in raw mode).",
     )
     recent = _number(
-        "Recent R", f"{prefix}.recent", None, _least("recent"), top, step=1, placeholder="policy default",
+        "Recent R",
+        f"{prefix}.recent",
+        None,
+        _least("recent"),
+        top,
+        step=1,
+        placeholder="policy default",
         help="Trailing entries always kept (empty: the policy's default); at most J.",
     )
     return dict(
-        cache_size=int(cache_size), chunk_size=None if chunk is None else int(chunk),
-        frozen="auto" if frozen is None else int(frozen), recent=None if recent is None else int(recent),
+        cache_size=int(cache_size),
+        chunk_size=None if chunk is None else int(chunk),
+        frozen="auto" if frozen is None else int(frozen),
+        recent=None if recent is None else int(recent),
     )
 
 
@@ -233,13 +318,25 @@ def decoding_input(prefix: str, default_new: int = 64) -> dict[str, Any]:
     """Max new tokens and greedy or seeded sampling."""
     top = _token_ceiling()
     max_new = _number(
-        "Max new tokens", f"{prefix}.max_new", min(default_new, top), _least("max_new_tokens"), top, step=16,
+        "Max new tokens",
+        f"{prefix}.max_new",
+        min(default_new, top),
+        _least("max_new_tokens"),
+        top,
+        step=16,
         help=f"Prompt plus new tokens may not exceed {top} per run ({MAX_TOKENS_ENV}).",
     )
-    sample = st.toggle("Sampling (off: greedy)", value=linked(f"{prefix}.sample", False, as_bool), key=f"{prefix}.sample", persist_state=SESSION)
+    sample = st.toggle(
+        "Sampling (off: greedy)",
+        value=linked(f"{prefix}.sample", False, as_bool),
+        key=f"{prefix}.sample",
+        persist_state=SESSION,
+    )
     settings: dict[str, Any] = dict(max_new_tokens=int(max_new), do_sample=bool(sample))
     if sample:
-        settings["temperature"] = float(_number("Temperature", f"{prefix}.temperature", 0.8, 0.01, cast=float, step=0.1))
+        settings["temperature"] = float(
+            _number("Temperature", f"{prefix}.temperature", 0.8, 0.01, cast=float, step=0.1)
+        )
         settings["top_p"] = float(_number("Top-p", f"{prefix}.top_p", 0.95, 0.01, 1.0, cast=float, step=0.05))
         settings["seed"] = int(_number("Seed", f"{prefix}.seed", 0, _least("seed"), step=1))
     return settings

@@ -15,8 +15,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from cachetools import LRUCache
 
@@ -105,7 +106,7 @@ class Job:
     def __post_init__(self) -> None:
         self.results = [None] * len(self.tasks)
 
-    def start(self) -> "Job":
+    def start(self) -> Job:
         """Fill cached results at once; start the thread only if something is left to compute."""
         cached = [self.store.get(task) for task in self.tasks]
         if all(result is not None for result in cached):
@@ -142,7 +143,9 @@ class Job:
         if p.waiting:
             return 0.0, f"{which}{task.label}: waiting for another session's run to finish…"
         if p.total:
-            return min(p.processed / p.total, 1.0), f"{which}{task.label}: {p.processed}/{p.total} tokens · {p.refreshes} refreshes"
+            return min(
+                p.processed / p.total, 1.0
+            ), f"{which}{task.label}: {p.processed}/{p.total} tokens · {p.refreshes} refreshes"
         return 0.0, f"{which}{task.label}: computing…"
 
     def _report(self, refreshes: int, processed: int, total: int) -> None:
@@ -150,8 +153,12 @@ class Job:
 
     def _refreshed(self, trace: Trace) -> None:
         """Publish a snapshot of the streamed trace: new lists, so a reader never sees one half-extended."""
-        self.live = Trace(config=trace.config, tokens=list(trace.tokens), cycles=list(trace.cycles),
-                          peak_cache_length=trace.peak_cache_length)
+        self.live = Trace(
+            config=trace.config,
+            tokens=list(trace.tokens),
+            cycles=list(trace.cycles),
+            peak_cache_length=trace.peak_cache_length,
+        )
 
     def _waiting(self, reason: str) -> None:
         self.progress = Progress(self.progress.task, reason)

@@ -11,7 +11,9 @@ from __future__ import annotations
 from ..envvars import env_int
 
 MAX_TOKENS_ENV = "CCVIZ_MAX_TOKENS"
-DEFAULT_MAX_TOKENS = 4096  # prompt + new tokens per run: bounds one run's time (SmolLM2 decodes ~25 tokens/s on 2 cores)
+DEFAULT_MAX_TOKENS = (
+    4096  # prompt + new tokens per run: bounds one run's time (SmolLM2 decodes ~25 tokens/s on 2 cores)
+)
 MAX_UPLOAD_ENV = "CCVIZ_MAX_UPLOAD_KB"
 DEFAULT_MAX_UPLOAD_KB = 512  # a document this size is ~130k tokens: far over the token limit anyway
 RESULT_CACHE_ENV = "CCVIZ_RESULT_CACHE"

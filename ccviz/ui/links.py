@@ -10,7 +10,8 @@ is read once per session: later writes never move a widget's default.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import streamlit as st
 
@@ -97,8 +98,11 @@ def link_problems() -> None:
         return
     doc = problems.pop(DOC_PARAM, None)
     if doc is not None:
-        st.warning(f"This link's document (#{doc}) is no longer held by this server: its settings are restored; "
-                   "paste or load the document again.", icon=":material/link_off:")
+        st.warning(
+            f"This link's document (#{doc}) is no longer held by this server: its settings are restored; "
+            "paste or load the document again.",
+            icon=":material/link_off:",
+        )
     if problems:
         named = ", ".join(f"{key}={value!r}" for key, value in problems.items())
         st.warning(f"Not restored from the link (not valid here, defaults used): {named}.", icon=":material/link_off:")

@@ -48,8 +48,10 @@ def model_status_line() -> WorkerStatus:
         elif now.state == "restarting":
             st.warning(now.message, icon=":material/restart_alt:")
         else:
-            st.info(f"{now.message} Runs can start once it is ready (the first start converts it once, ~20 s).",
-                    icon=":material/hourglass_top:")
+            st.info(
+                f"{now.message} Runs can start once it is ready (the first start converts it once, ~20 s).",
+                icon=":material/hourglass_top:",
+            )
 
     with st.sidebar:
         _line()

@@ -23,8 +23,12 @@ from .model import MODEL_ENV
 
 NEEDLE_KEY = "doc.needle"  # the generated needle's sentence, while the text box still holds its document
 BUDGET = NeedleSettings().budgets[0]
-TASK_LABELS = {"needle": "one needle", "multikey": "needle among distractors", "multivalue": "one key, four values",
-               "variable_tracking": "variable tracking chain"}
+TASK_LABELS = {
+    "needle": "one needle",
+    "multikey": "needle among distractors",
+    "multivalue": "one key, four values",
+    "variable_tracking": "variable tracking chain",
+}
 
 
 @st.cache_resource(show_spinner=False)
@@ -42,9 +46,14 @@ def _generate() -> None:
     task = state["needle.task"]
     try:
         tokenizer = _tokenizer(os.environ.get(MODEL_ENV) or None)
-        case = make_haystack_case(tokenizer, task, int(state["needle.length"]),
-                                  state["needle.depth"] / 100 if task in ("needle", "multikey") else None,
-                                  kind=state["needle.kind"], seed=int(state["needle.seed"]))
+        case = make_haystack_case(
+            tokenizer,
+            task,
+            int(state["needle.length"]),
+            state["needle.depth"] / 100 if task in ("needle", "multikey") else None,
+            kind=state["needle.kind"],
+            seed=int(state["needle.seed"]),
+        )
     except CcvizError as err:
         state["doc.error"] = f"Could not generate the needle document: {err}"
         return
@@ -56,8 +65,10 @@ def _generate() -> None:
         state[f"{page}.J"], state[f"{page}.h"] = cache_size, None
     state["cmp.phrase"] = case.answers[0]
     share = budget_text(BUDGET, "{:.0%} of the document")
-    state["needle.loaded"] = (f"Loaded: {TASK_LABELS[task]}, {token_count(tokenizer, case.prompt)} tokens, the question "
-                              f"asks for {', '.join(case.answers)}; J = {cache_size} ({share}), h = J/4.")
+    state["needle.loaded"] = (
+        f"Loaded: {TASK_LABELS[task]}, {token_count(tokenizer, case.prompt)} tokens, the question "
+        f"asks for {', '.join(case.answers)}; J = {cache_size} ({share}), h = J/4."
+    )
 
 
 def needle_generator() -> None:
@@ -68,18 +79,46 @@ def needle_generator() -> None:
     except CcvizError:
         ceiling = 4096
     with st.popover("Generate a needle document", icon=":material/search:", width="stretch"):
-        st.caption("A haystack of Python-documentation prose with a fact stated once: one cell of the Benchmarks "
-                   "page's needle map, to watch in the retention heatmap.")
+        st.caption(
+            "A haystack of Python-documentation prose with a fact stated once: one cell of the Benchmarks "
+            "page's needle map, to watch in the retention heatmap."
+        )
         lengths = needle_lengths(ceiling)
-        st.select_slider("Context length (tokens)", lengths, value=lengths[len(lengths) // 2], persist_state="session", key="needle.length")
-        st.slider("Depth of the needle (%)", 0, 100, 50, step=5, persist_state="session", key="needle.depth",
-                  help="Where the needle starts, as a share of the document: 0% first, 100% just before the question.")
+        st.select_slider(
+            "Context length (tokens)",
+            lengths,
+            value=lengths[len(lengths) // 2],
+            persist_state="session",
+            key="needle.length",
+        )
+        st.slider(
+            "Depth of the needle (%)",
+            0,
+            100,
+            50,
+            step=5,
+            persist_state="session",
+            key="needle.depth",
+            help="Where the needle starts, as a share of the document: 0% first, 100% just before the question.",
+        )
         left, right = st.columns(2)
         left.selectbox("The needle states", KINDS, persist_state="session", key="needle.kind")
-        right.selectbox("Task", TASKS, format_func=TASK_LABELS.get, persist_state="session", key="needle.task",
-                        help="RULER-style tasks place their needles by the seed; the depth applies to one needle and to multikey's target.")
+        right.selectbox(
+            "Task",
+            TASKS,
+            format_func=TASK_LABELS.get,
+            persist_state="session",
+            key="needle.task",
+            help="RULER-style tasks place their needles by the seed; the depth applies to one needle and to multikey's target.",
+        )
         st.number_input("Seed", min_value=0, value=0, step=1, persist_state="session", key="needle.seed")
-        st.button("Generate and load", key="needle.generate", on_click=_generate, type="primary", icon=":material/auto_fix_high:")
+        st.button(
+            "Generate and load",
+            key="needle.generate",
+            on_click=_generate,
+            type="primary",
+            icon=":material/auto_fix_high:",
+        )
 
 
 def needle_loaded() -> None:

@@ -44,11 +44,17 @@ def option_specs(policy: str) -> list[OptionSpec]:
     hints = typing.get_type_hints(cls)
     specs = []
     for f in fields(cls):
-        default = f.default if f.default is not MISSING else (f.default_factory() if f.default_factory is not MISSING else None)
+        default = (
+            f.default
+            if f.default is not MISSING
+            else (f.default_factory() if f.default_factory is not MISSING else None)
+        )
         kind, choices = _kind(hints.get(f.name), default)
         rule = f.metadata.get(RULE)
         if rule is not None and rule.choices:
             kind, choices = "choice", rule.choices
         bounds = (rule.minimum, rule.maximum) if rule is not None else (None, None)
-        specs.append(OptionSpec(name=f.name, kind=kind, default=default, choices=choices, minimum=bounds[0], maximum=bounds[1]))
+        specs.append(
+            OptionSpec(name=f.name, kind=kind, default=default, choices=choices, minimum=bounds[0], maximum=bounds[1])
+        )
     return specs

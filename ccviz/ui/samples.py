@@ -23,8 +23,11 @@ def load_samples(folder: Path = SAMPLES_DIR) -> list[Sample]:
     entries = json.loads((folder / "index.json").read_text(encoding="utf-8"))
     return [
         Sample(
-            title=entry["title"], text=(folder / entry["file"]).read_text(encoding="utf-8"), key_phrase=entry["key_phrase"],
-            chat=bool(entry["chat"]), max_new_tokens=int(entry["max_new_tokens"]),
+            title=entry["title"],
+            text=(folder / entry["file"]).read_text(encoding="utf-8"),
+            key_phrase=entry["key_phrase"],
+            chat=bool(entry["chat"]),
+            max_new_tokens=int(entry["max_new_tokens"]),
         )
         for entry in entries
     ]

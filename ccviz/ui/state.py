@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from typing import Callable
+from collections.abc import Callable
 
 import streamlit as st
 from streamlit.runtime import Runtime
@@ -59,7 +59,11 @@ def start_job(page: str, tasks: list) -> Job:
     The job stops by itself if the session's tab is closed (:attr:`Job.owner_connected`).
     """
     job = Job(
-        tasks=tasks, worker=app_worker(), store=result_store(), owner_connected=session_connected(), abandon_after=abandon_seconds(),
+        tasks=tasks,
+        worker=app_worker(),
+        store=result_store(),
+        owner_connected=session_connected(),
+        abandon_after=abandon_seconds(),
     ).start()
     st.session_state[f"job.{page}"] = job
     return job
@@ -139,7 +143,9 @@ def show_job_messages(job: Job) -> None:
         st.warning(f"Cancelled: not computed: {', '.join(skipped)}. Everything finished before the cancel is kept.")
 
 
-def run_controls(page: str, label: str, make_tasks: Callable[[ModelInfo], list], live_view: LiveView | None = None) -> Job | None:
+def run_controls(
+    page: str, label: str, make_tasks: Callable[[ModelInfo], list], live_view: LiveView | None = None
+) -> Job | None:
     """The page's run button, progress and messages; returns the page's last finished job.
 
     With a ``live_view``, a running job is drawn by it as it goes and the last finished job is not
@@ -153,8 +159,14 @@ def run_controls(page: str, label: str, make_tasks: Callable[[ModelInfo], list],
     worker = app_worker()
     status = worker.status()
     waiting = None if status.ready else "The model is not ready yet: see the line at the top of the sidebar."
-    if st.button(label, type="primary", disabled=job is not None or not status.ready, key=f"btn.{page}",
-                 icon=":material/play_arrow:", help=waiting):
+    if st.button(
+        label,
+        type="primary",
+        disabled=job is not None or not status.ready,
+        key=f"btn.{page}",
+        icon=":material/play_arrow:",
+        help=waiting,
+    ):
         try:
             if not status.ready:
                 raise CcvizError(status.message)

@@ -6,7 +6,7 @@ view controls (colouring, refresh slider, signal), which rerun the page without 
 
 from __future__ import annotations
 
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -14,10 +14,10 @@ import streamlit as st
 
 from ..figures import (
     comparison_heatmaps,
-    per_layer,
     cycle_context_html,
     highlight_html,
     overlap_heatmap,
+    per_layer,
     phrase_survival,
     retention_heatmap,
     retention_image_html,
@@ -57,15 +57,23 @@ def chart(fig: go.Figure, key: str, stem: str) -> None:
 def chart_settings() -> None:
     """App-wide chart settings (every page's sidebar): what the camera saves, and whether runs draw live."""
     st.toggle(
-        "Draw runs live", value=linked(LIVE_KEY, True, as_bool), key=LIVE_KEY, persist_state="session",
+        "Draw runs live",
+        value=linked(LIVE_KEY, True, as_bool),
+        key=LIVE_KEY,
+        persist_state="session",
         help="Draw the retention heatmap refresh by refresh while a run goes on (once a second). On a small "
-             "machine the drawing takes some CPU from the run: docs/app.md#live-retention has the measured cost.",
+        "machine the drawing takes some CPU from the run: docs/app.md#live-retention has the measured cost.",
     )
     st.segmented_control(
-        "Chart downloads", IMAGE_FORMATS, default=linked(IMAGE_FORMAT_KEY, IMAGE_FORMATS[0], choices=IMAGE_FORMATS), key=IMAGE_FORMAT_KEY, required=True, persist_state="session",
+        "Chart downloads",
+        IMAGE_FORMATS,
+        default=linked(IMAGE_FORMAT_KEY, IMAGE_FORMATS[0], choices=IMAGE_FORMATS),
+        key=IMAGE_FORMAT_KEY,
+        required=True,
+        persist_state="session",
         format_func=str.upper,
         help="What the camera in each chart's toolbar saves: PNG (twice the screen size) or SVG (vectors, for slides "
-             "and papers). The run report has both buttons on every chart.",
+        "and papers). The run report has both buttons on every chart.",
     )
 
 
@@ -93,8 +101,13 @@ def live_retention(job: Job, key: str) -> None:
 def download_trace(trace: Trace, key: str, label: str = "Download trace JSON") -> None:
     """A download button; the JSON is written only when clicked."""
     st.download_button(
-        label, data=trace.to_json, file_name=f"{file_stem(trace)}.json", mime="application/json", key=key,
-        on_click="ignore", icon=":material/download:",
+        label,
+        data=trace.to_json,
+        file_name=f"{file_stem(trace)}.json",
+        mime="application/json",
+        key=key,
+        on_click="ignore",
+        icon=":material/download:",
     )
 
 
@@ -114,11 +127,16 @@ def summary_metrics(trace: Trace) -> None:
     cols[0].metric("Prompt tokens", s["prompt tokens"])
     cols[1].metric("Generated", s["generated"], help=f"stopped by: {trace.stop_reason or 'n/a'}")
     cols[2].metric("Refreshes", s["refreshes"], help=f"{s['per refresh (ms)']} ms per refresh on average")
-    cols[3].metric("Final / peak cache", f"{s['final cache']} / {s['peak cache']}",
-                   help=(f"peak K/V memory {s['peak K/V (MiB)']} MiB" if s["peak K/V (MiB)"] else None)
-                   if run.allocation == "uniform"
-                   else f"entries any layer holds; peak K/V memory {s['peak K/V (MiB)']} MiB, each layer at its own length")
-    cols[4].metric("Total time", f"{s['total (s)']:.2f} s", help=f"refreshes took {s['refresh total (s)']:.3f} s in all")
+    cols[3].metric(
+        "Final / peak cache",
+        f"{s['final cache']} / {s['peak cache']}",
+        help=(f"peak K/V memory {s['peak K/V (MiB)']} MiB" if s["peak K/V (MiB)"] else None)
+        if run.allocation == "uniform"
+        else f"entries any layer holds; peak K/V memory {s['peak K/V (MiB)']} MiB, each layer at its own length",
+    )
+    cols[4].metric(
+        "Total time", f"{s['total (s)']:.2f} s", help=f"refreshes took {s['refresh total (s)']:.3f} s in all"
+    )
 
 
 def retention_view(trace: Trace, key: str, needle: str | None = None) -> None:
@@ -133,9 +151,12 @@ def retention_view(trace: Trace, key: str, needle: str | None = None) -> None:
     labels = COLOUR_LABELS | ({LAYERS_LABEL: "layers"} if layers else {})
     left, right = st.columns([3, 2])
     colouring = left.radio(
-        "Colour cells by", list(labels), key=f"{key}.colour", horizontal=True,
+        "Colour cells by",
+        list(labels),
+        key=f"{key}.colour",
+        horizontal=True,
         help="Original timestep uses a diverging scale: blue = early in the text, red = late."
-             + (" Layers holding it: how many of the model's layers still cache the token." if layers else ""),
+        + (" Layers holding it: how many of the model's layers still cache the token." if layers else ""),
     )
     colour = labels.get(colouring, "timestep")
     layer, head = layer_input(trace, key)
@@ -148,8 +169,14 @@ def retention_view(trace: Trace, key: str, needle: str | None = None) -> None:
     if not trace.cycles:
         st.info("No refresh happened: the run processed fewer than h tokens, so nothing was ever scored or evicted.")
     else:
-        chart(retention_heatmap(trace, colour, signal, layer=layer, head=head), key=f"{key}.heatmap",
-              stem=file_stem(trace, "retention" if layer is None else f"retention-layer{layer}" + ("" if head is None else f"-head{head}")))
+        chart(
+            retention_heatmap(trace, colour, signal, layer=layer, head=head),
+            key=f"{key}.heatmap",
+            stem=file_stem(
+                trace,
+                "retention" if layer is None else f"retention-layer{layer}" + ("" if head is None else f"-head{head}"),
+            ),
+        )
         refresh_context(trace, key, marked)
     st.subheader("Generated text")
     output_block(trace.output_text)
@@ -168,22 +195,30 @@ def layer_input(trace: Trace, key: str) -> tuple[int | None, int | None]:
     left, right = st.columns([3, 2])
     choices = [ANY_LAYER, *range(layers)]
     layer = left.select_slider(
-        "Layer", choices, key=f"{key}.layer", format_func=lambda c: c if c == ANY_LAYER else f"layer {c}",
+        "Layer",
+        choices,
+        key=f"{key}.layer",
+        format_func=lambda c: c if c == ANY_LAYER else f"layer {c}",
         help=f"This run's allocation ({trace.run_config.allocation}) gives each layer its own cache: one layer's, "
-             "or what any layer holds (the union, the trace's kept set).",
+        "or what any layer holds (the union, the trace's kept set).",
     )
     if layer == ANY_LAYER:
         return None, None
     head = None
     if heads:
-        picked = right.selectbox("KV head", ["all of the layer's", *range(heads)], key=f"{key}.head",
-                                 help="Under adaptive each KV head keeps its own entries within the layer's cache.")
+        picked = right.selectbox(
+            "KV head",
+            ["all of the layer's", *range(heads)],
+            key=f"{key}.head",
+            help="Under adaptive each KV head keeps its own entries within the layer's cache.",
+        )
         head = None if isinstance(picked, str) else picked
     return layer, head
 
 
 def download_report(trace: Trace, colour: str = "timestep", signal: str | None = None, key: str = "report") -> None:
-    """"Download all figures": one self-contained HTML page of the run, written only when clicked."""
+    """ "Download all figures": one self-contained HTML page of the run, written only when clicked."""
+
     def write() -> str:
         figures = {"Retention heatmap": retention_heatmap(trace, colour, signal)} if trace.cycles else {}
         views = {"What survives": survival_html(trace)}
@@ -192,10 +227,15 @@ def download_report(trace: Trace, colour: str = "timestep", signal: str | None =
         return report_html(trace, figures, views, title=f"ccviz run: {run_summary(trace)['policy']}")
 
     st.download_button(
-        "Download all figures (HTML report)", data=write, file_name=f"{file_stem(trace, 'report')}.html", mime="text/html",
-        key=key, on_click="ignore", icon=":material/summarize:",
+        "Download all figures (HTML report)",
+        data=write,
+        file_name=f"{file_stem(trace, 'report')}.html",
+        mime="text/html",
+        key=key,
+        on_click="ignore",
+        icon=":material/summarize:",
         help="One self-contained HTML file (opens offline in any browser): the settings, the retention heatmap with "
-             "PNG and SVG buttons, what survives and the last refresh in context, and the generated text.",
+        "PNG and SVG buttons, what survives and the last refresh in context, and the generated text.",
     )
 
 
@@ -213,8 +253,10 @@ def needle_badge(trace: Trace, needle: str) -> list[int]:
     icon, colour = PHRASE_BADGES[result.status]
     left, right = st.columns([1, 4], vertical_alignment="center")
     left.badge(f"needle {result.status}", icon=icon, color=colour)
-    right.caption(f"“{needle}”: {len(result.kept)} of its {len(result.tokens)} tokens are in the cache at the end; "
-                  "they are outlined in the token view below.")
+    right.caption(
+        f"“{needle}”: {len(result.kept)} of its {len(result.tokens)} tokens are in the cache at the end; "
+        "they are outlined in the token view below."
+    )
     return result.tokens
 
 
@@ -235,7 +277,11 @@ def refresh_context(trace: Trace, key: str, marked: Sequence[int] = ()) -> None:
 def signal_views(trace: Trace, values: Mapping[str, Sequence[float]], key: str) -> None:
     """Highlight the text by a signal, show what survives, or the same per sentence."""
     mode = st.segmented_control(
-        "View", ["Highlight", "What survives", "Sentences"], default="Highlight", key=f"{key}.mode", required=True,
+        "View",
+        ["Highlight", "What survives", "Sentences"],
+        default="Highlight",
+        key=f"{key}.mode",
+        required=True,
     )
     names = list(values)
     signal = None
@@ -253,8 +299,13 @@ def signal_views(trace: Trace, values: Mapping[str, Sequence[float]], key: str) 
         st.html(sentence_html(trace, chosen, signal))
         table = pd.DataFrame(
             [
-                {"start": s.start, "sentence": visible_text(s.text.strip()[:160]), "tokens": s.tokens, "kept %": round(100 * s.kept_fraction, 1),
-                 f"mean {signal or 'signal'}": s.mean_value}
+                {
+                    "start": s.start,
+                    "sentence": visible_text(s.text.strip()[:160]),
+                    "tokens": s.tokens,
+                    "kept %": round(100 * s.kept_fraction, 1),
+                    f"mean {signal or 'signal'}": s.mean_value,
+                }
                 for s in split_sentences(trace, chosen)
             ]
         )
@@ -285,14 +336,20 @@ def compare_view(traces: Sequence[Trace], labels: Sequence[str], phrase: str, ke
         st.subheader(f"Did “{phrase.strip()}” survive?")
         phrase_badges(traces, labels, phrase)
     st.subheader("Retention, on one colour scale")
-    colouring = st.radio("Colour cells by", ["original timestep", "prompt / generated"], key=f"{key}.colour", horizontal=True)
+    colouring = st.radio(
+        "Colour cells by", ["original timestep", "prompt / generated"], key=f"{key}.colour", horizontal=True
+    )
     depth = max((per_layer(trace)[0] or 0 for trace in traces), default=0)
     layer = None
     if depth:
-        picked = st.select_slider("Layer of the per-layer runs", [ANY_LAYER, *range(depth)], key=f"{key}.layer",
-                                  format_func=lambda c: c if c == ANY_LAYER else f"layer {c}",
-                                  help="Runs under pyramid or adaptive allocation hold different entries per layer: "
-                                       "show one layer's cache (a uniform run's one set is every layer's).")
+        picked = st.select_slider(
+            "Layer of the per-layer runs",
+            [ANY_LAYER, *range(depth)],
+            key=f"{key}.layer",
+            format_func=lambda c: c if c == ANY_LAYER else f"layer {c}",
+            help="Runs under pyramid or adaptive allocation hold different entries per layer: "
+            "show one layer's cache (a uniform run's one set is every layer's).",
+        )
         layer = None if picked == ANY_LAYER else picked
     if any(trace.cycles for trace in traces):
         fig = comparison_heatmaps(traces, labels, COLOUR_LABELS[colouring], layer=layer)
@@ -316,14 +373,23 @@ def compare_view(traces: Sequence[Trace], labels: Sequence[str], phrase: str, ke
     st.dataframe(pd.DataFrame(rows), hide_index=True)
 
     def write() -> str:
-        figures = {"Retention, on one colour scale": comparison_heatmaps(traces, labels, COLOUR_LABELS[colouring])} if any(t.cycles for t in traces) else {}
+        figures = (
+            {"Retention, on one colour scale": comparison_heatmaps(traces, labels, COLOUR_LABELS[colouring])}
+            if any(t.cycles for t in traces)
+            else {}
+        )
         figures["Kept-set overlap"] = overlap_heatmap(traces, labels)
         views = {f"What survives: {label}": survival_html(trace) for trace, label in zip(traces, labels)}
         return report_html(dict(zip(labels, traces)), figures, views, title=f"ccviz comparison: {', '.join(labels)}")
 
     st.download_button(
-        "Download all figures (HTML report)", data=write, file_name=f"{file_stem(traces[0], 'compare-report')}.html",
-        mime="text/html", key=f"{key}.report", on_click="ignore", icon=":material/summarize:",
+        "Download all figures (HTML report)",
+        data=write,
+        file_name=f"{file_stem(traces[0], 'compare-report')}.html",
+        mime="text/html",
+        key=f"{key}.report",
+        on_click="ignore",
+        icon=":material/summarize:",
         help="One self-contained HTML file: every run's settings, the heatmaps side by side and the overlap matrix "
-             "(each with PNG and SVG buttons), what survives under each run, and the outputs.",
+        "(each with PNG and SVG buttons), what survives under each run, and the outputs.",
     )

@@ -19,8 +19,9 @@ import subprocess
 import sys
 import threading
 from collections import deque
+from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from ..engine import GenerationFailed, ProgressCallback, RefreshCallback
 from ..errors import CcvizError
@@ -69,7 +70,15 @@ class ModelWorker:
         """Start a process and a thread that waits for its ready message (called with the lock held or at init)."""
         pairs = [socket.socketpair() for _ in range(3)]  # jobs, checks, stop
         fds = [child.fileno() for _, child in pairs]
-        command = [sys.executable, "-m", "ccviz.worker", "--fds", ",".join(map(str, fds)), "--plugins", ",".join(self.plugins)]
+        command = [
+            sys.executable,
+            "-m",
+            "ccviz.worker",
+            "--fds",
+            ",".join(map(str, fds)),
+            "--plugins",
+            ",".join(self.plugins),
+        ]
         if self.model:
             command += ["--model", self.model]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(path for path in sys.path if path)}  # this process's imports
@@ -82,19 +91,27 @@ class ModelWorker:
         self._status = status
         self._settled.clear()
         threading.Thread(
-            target=self._await_ready, args=(self._generation, process, jobs), name="ccviz-worker-start", daemon=True,
+            target=self._await_ready,
+            args=(self._generation, process, jobs),
+            name="ccviz-worker-start",
+            daemon=True,
         ).start()
 
     def _await_ready(self, generation: int, process, jobs) -> None:
         try:
             kind, payload = jobs.recv()
         except (EOFError, OSError):
-            kind, payload = msg.LOAD_FAILED, f"the model worker stopped while loading ({describe_exit(self._exit_code(process))})"
+            kind, payload = (
+                msg.LOAD_FAILED,
+                f"the model worker stopped while loading ({describe_exit(self._exit_code(process))})",
+            )
         with self._lock:
             if generation != self._generation:
                 return
             if kind == msg.READY:
-                self._status = WorkerStatus("ready", f"Model: {payload.name} ({payload.max_positions:,} positions) · ready", payload)
+                self._status = WorkerStatus(
+                    "ready", f"Model: {payload.name} ({payload.max_positions:,} positions) · ready", payload
+                )
                 log.info("ccviz: model worker ready (pid %s, %s)", process.pid, payload.name)
             else:
                 self._status = WorkerStatus("failed", f"The model could not be loaded: {payload}")
@@ -172,7 +189,9 @@ class ModelWorker:
                     raise CcvizError("the model worker did not answer: try again in a moment")
                 kind, value = checks.recv()
             except (EOFError, OSError):
-                raise CcvizError("the model worker stopped while checking this run; it is restarting: try again in a moment") from None
+                raise CcvizError(
+                    "the model worker stopped while checking this run; it is restarting: try again in a moment"
+                ) from None
         if kind == "error":
             raise CcvizError(value)
         return value
@@ -207,8 +226,13 @@ class ModelWorker:
                 self._queue.remove(ticket)
                 self._turns.notify_all()
 
-    def execute(self, task: Any, progress: ProgressCallback, should_stop: Callable[[], bool],
-                on_refresh: RefreshCallback | None = None) -> Any:
+    def execute(
+        self,
+        task: Any,
+        progress: ProgressCallback,
+        should_stop: Callable[[], bool],
+        on_refresh: RefreshCallback | None = None,
+    ) -> Any:
         """Run ``task`` in the worker (call inside :meth:`turn`); its result, or the task's own error.
 
         ``on_refresh(trace)`` is called after every streamed refresh with the trace so far (one object,

@@ -16,8 +16,9 @@ import gc
 import os
 import signal
 import threading
+from collections.abc import Sequence
 from multiprocessing.connection import Connection
-from typing import Any, Sequence
+from typing import Any
 
 from ..engine import GenerationFailed
 from ..errors import CcvizError
@@ -29,7 +30,9 @@ from .protocol import CONFIG, DONE, ERROR, FAILED, LOAD_FAILED, PROGRESS, READY,
 
 def main(argv: Sequence[str] | None = None) -> None:
     """``python -m ccviz.worker --fds JOBS,CHECKS,STOP [--model M] [--plugins a,b]``."""
-    parser = argparse.ArgumentParser(prog="python -m ccviz.worker", description="ccviz's model worker (started by the app)")
+    parser = argparse.ArgumentParser(
+        prog="python -m ccviz.worker", description="ccviz's model worker (started by the app)"
+    )
     parser.add_argument("--fds", required=True, help="inherited socket descriptors: jobs,checks,stop")
     parser.add_argument("--model", default="", help="checkpoint folder or tiny-random (default: the embedded model)")
     parser.add_argument("--plugins", default="", help="comma-separated plugin modules")

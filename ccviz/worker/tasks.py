@@ -8,8 +8,9 @@ imports nothing of the UI.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from ..engine import CacheSession, ProgressCallback, RefreshCallback, RunConfig, prepare, run_generation
 from ..explain import Explanation, explain_token
@@ -27,7 +28,10 @@ class Task(Protocol):
     def label(self) -> str: ...
 
     def execute(
-        self, lm: LoadedModel, progress: ProgressCallback, should_stop: Callable[[], bool],
+        self,
+        lm: LoadedModel,
+        progress: ProgressCallback,
+        should_stop: Callable[[], bool],
         on_refresh: RefreshCallback | None = None,
     ) -> Any: ...
 
@@ -52,11 +56,15 @@ class RunTask:
         return len(prepared.prompt_ids)
 
     def execute(
-        self, lm: LoadedModel, progress: ProgressCallback, should_stop: Callable[[], bool],
+        self,
+        lm: LoadedModel,
+        progress: ProgressCallback,
+        should_stop: Callable[[], bool],
         on_refresh: RefreshCallback | None = None,
     ) -> Trace:
-        return run_generation(lm, self.prompt, self.config, progress=progress, should_stop=should_stop,
-                              on_refresh=on_refresh)
+        return run_generation(
+            lm, self.prompt, self.config, progress=progress, should_stop=should_stop, on_refresh=on_refresh
+        )
 
 
 @dataclass(frozen=True)
@@ -75,11 +83,15 @@ class SurpriseTask:
         return f"surprise ({self.variant}, {self.score}, min_gap={self.min_gap})"
 
     def execute(
-        self, lm: LoadedModel, progress: ProgressCallback, should_stop: Callable[[], bool],
+        self,
+        lm: LoadedModel,
+        progress: ProgressCallback,
+        should_stop: Callable[[], bool],
         on_refresh: RefreshCallback | None = None,
     ) -> list[float]:
-        return document_surprise(lm, self.prompt, chat=self.chat, variant=self.variant, score=self.score,
-                                 min_gap=self.min_gap)
+        return document_surprise(
+            lm, self.prompt, chat=self.chat, variant=self.variant, score=self.score, min_gap=self.min_gap
+        )
 
 
 @dataclass(frozen=True)
@@ -96,11 +108,19 @@ class AttentionTask:
         return "attention over the whole document"
 
     def execute(
-        self, lm: LoadedModel, progress: ProgressCallback, should_stop: Callable[[], bool],
+        self,
+        lm: LoadedModel,
+        progress: ProgressCallback,
+        should_stop: Callable[[], bool],
         on_refresh: RefreshCallback | None = None,
     ) -> Trace:
         return document_attention(
-            lm, self.prompt, chat=self.chat, frozen=self.frozen, progress=progress, should_stop=should_stop,
+            lm,
+            self.prompt,
+            chat=self.chat,
+            frozen=self.frozen,
+            progress=progress,
+            should_stop=should_stop,
             on_refresh=on_refresh,
         )
 
@@ -133,7 +153,10 @@ class ExplainTask:
         return hash(self._key())
 
     def execute(
-        self, lm: LoadedModel, progress: ProgressCallback, should_stop: Callable[[], bool],
+        self,
+        lm: LoadedModel,
+        progress: ProgressCallback,
+        should_stop: Callable[[], bool],
         on_refresh: RefreshCallback | None = None,
     ) -> Explanation:
         return explain_token(lm, self.trace, self.refresh, self.position)

@@ -45,15 +45,22 @@ def main() -> None:
     for spec in allocation_specs():
         allocation = dict(spec.options).get("allocation", "uniform")
         for budget in budgets:
-            _, _, trace = measured_nll(lm, text, policy=spec.build(), cache_size=budget, frozen=SINKS, **spec.run_settings(budget))
+            _, _, trace = measured_nll(
+                lm, text, policy=spec.build(), cache_size=budget, frozen=SINKS, **spec.run_settings(budget)
+            )
             cell = costs(trace)
             base = uniform.setdefault((spec.name, budget), cell)
             memory = cell["peak_cache_mb"] / base["peak_cache_mb"]
             if allocation == "pyramid":
                 worst = max(worst, memory)
-            print(f"| {spec.name} | {allocation} | {budget} | {cell['peak_cache_mb']:.2f} | {memory:.3f}x | "
-                  f"{cell['refresh_seconds']:.2f} | {cell['refresh_seconds'] / max(base['refresh_seconds'], 1e-9):.2f}x |", flush=True)
-    print(f"\npyramid's largest peak against uniform: {worst:.3f}x ({'no more' if worst <= 1 else 'MORE'} than uniform)")
+            print(
+                f"| {spec.name} | {allocation} | {budget} | {cell['peak_cache_mb']:.2f} | {memory:.3f}x | "
+                f"{cell['refresh_seconds']:.2f} | {cell['refresh_seconds'] / max(base['refresh_seconds'], 1e-9):.2f}x |",
+                flush=True,
+            )
+    print(
+        f"\npyramid's largest peak against uniform: {worst:.3f}x ({'no more' if worst <= 1 else 'MORE'} than uniform)"
+    )
 
 
 if __name__ == "__main__":

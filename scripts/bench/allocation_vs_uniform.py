@@ -17,8 +17,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
@@ -29,7 +29,9 @@ from ccviz.bench.report import _allocation_cell  # noqa: E402
 from ccviz.bench.results import read_frame  # noqa: E402
 
 
-def _paired(cells: pd.DataFrame, uniform: pd.DataFrame, key: str) -> Iterator[tuple[str, str, float, pd.DataFrame, pd.DataFrame]]:
+def _paired(
+    cells: pd.DataFrame, uniform: pd.DataFrame, key: str
+) -> Iterator[tuple[str, str, float, pd.DataFrame, pd.DataFrame]]:
     """Each allocation cell (policy, allocation, budget, its rows) with the same policy's uniform rows at
     that budget, on the same ``key`` values (cases or segments), in the same order."""
     for (label, budget), group in cells[cells.policy != "full"].groupby(["policy", "budget"], sort=False):
@@ -41,7 +43,9 @@ def _paired(cells: pd.DataFrame, uniform: pd.DataFrame, key: str) -> Iterator[tu
 def retention(results: Path) -> None:
     cells = read_frame(results / "allocation" / "allocation_retention.csv")
     uniform = read_frame(results / "retention.csv")
-    print("| policy | allocation | J | cases | survival: uniform / this | kept / lost vs uniform | layers holding the fact | answered: uniform / this (sign test) |")
+    print(
+        "| policy | allocation | J | cases | survival: uniform / this | kept / lost vs uniform | layers holding the fact | answered: uniform / this (sign test) |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for name, allocation, budget, group, base in _paired(cells, uniform, "case"):
         mine, theirs = group["survived"].astype(int).to_numpy(), base["survived"].astype(int).to_numpy()
@@ -50,9 +54,11 @@ def retention(results: Path) -> None:
         mine_a = pd.to_numeric(group["answered"], errors="coerce").to_numpy()[answered]
         theirs_a = pd.to_numeric(base["answered"], errors="coerce").to_numpy()[answered]
         right, wrong = int(((mine_a == 1) & (theirs_a == 0)).sum()), int(((mine_a == 0) & (theirs_a == 1)).sum())
-        print(f"| {name} | {allocation} | {budget:.0%} | {len(group)} | {theirs.mean():.0%} / {mine.mean():.0%} | "
-              f"+{gained} / -{lost} (p {sign_test(gained, lost):.2g}) | {group['layer_share'].mean():.0%} | "
-              f"{int(theirs_a.sum())} / {int(mine_a.sum())} of {int(answered.sum())} (p {sign_test(right, wrong):.2g}) |")
+        print(
+            f"| {name} | {allocation} | {budget:.0%} | {len(group)} | {theirs.mean():.0%} / {mine.mean():.0%} | "
+            f"+{gained} / -{lost} (p {sign_test(gained, lost):.2g}) | {group['layer_share'].mean():.0%} | "
+            f"{int(theirs_a.sum())} / {int(mine_a.sum())} of {int(answered.sum())} (p {sign_test(right, wrong):.2g}) |"
+        )
 
 
 def perplexity(results: Path) -> None:
@@ -100,24 +106,39 @@ def check_uniform(results: Path, cases: list[int]) -> None:
         answer = case < settings["accuracy_cases"]
         for name in (*ATTENTION_POLICIES, *COUNTER_CAUSAL_POLICIES):
             for budget in settings["budgets"]:
-                cell = RetentionCell(case, settings["words"], settings["seed"], PolicySpec(name), budget, answer,
-                                     settings["max_new_tokens"])
+                cell = RetentionCell(
+                    case,
+                    settings["words"],
+                    settings["seed"],
+                    PolicySpec(name),
+                    budget,
+                    answer,
+                    settings["max_new_tokens"],
+                )
                 row = measure_cell(lm, cell)
-                old = published[(published.case == case) & (published.policy == name) & (published.budget == budget)].iloc[0]
+                old = published[
+                    (published.case == case) & (published.policy == name) & (published.budget == budget)
+                ].iloc[0]
                 fields = ["cache_size", "survived", "kept_share"] + (["answered", "output"] if answer else [])
                 if all(_same(row[f], old[f]) for f in fields):
                     same += 1
                 else:
                     differ.append(f"case {case} {name} J={budget}")
-    print(f"uniform rows measured again here: {same} of {same + len(differ)} match the published rows exactly"
-          + (f"; differ: {', '.join(differ)}" if differ else ""))
+    print(
+        f"uniform rows measured again here: {same} of {same + len(differ)} match the published rows exactly"
+        + (f"; differ: {', '.join(differ)}" if differ else "")
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", type=Path, default=Path("bench/results"))
-    parser.add_argument("--check-uniform", metavar="CASES", help="comma-separated cases: measure their published "
-                        "uniform rows again here and count exact matches (minutes per case), instead of the tables")
+    parser.add_argument(
+        "--check-uniform",
+        metavar="CASES",
+        help="comma-separated cases: measure their published "
+        "uniform rows again here and count exact matches (minutes per case), instead of the tables",
+    )
     args = parser.parse_args()
     if args.check_uniform:
         check_uniform(args.results, [int(case) for case in args.check_uniform.split(",")])

@@ -28,8 +28,8 @@ import gc
 import statistics
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from ccviz import LoadedModel, RunConfig, Trace, load_model, run_generation
 from ccviz.bench.timing import header
@@ -131,13 +131,19 @@ def main() -> None:
     for label, fn, load in through_worker:
         medians[label] = statistics.median(timed(fn, load) for _ in range(args.repeats))
     worker.close()
-    print(header(f"app overhead: {trace.prompt_length}-token clinical record, counter_causal_fast J=128 h=32, "
-                 f"{len(trace.tokens) - trace.prompt_length} new tokens, median of {args.repeats}"))
+    print(
+        header(
+            f"app overhead: {trace.prompt_length}-token clinical record, counter_causal_fast J=128 h=32, "
+            f"{len(trace.tokens) - trace.prompt_length} new tokens, median of {args.repeats}"
+        )
+    )
     baseline = next(iter(medians.values()))
     print(f"{'how the run is called':55s} {'seconds':>8s} {'ratio':>7s}")
     for label, seconds in medians.items():
         print(f"{label:55s} {seconds:8.2f} {seconds / baseline:7.2f}")
-    print(f"one gc.collect(2) here: {collect_before:.0f} ms with the model loaded, {collect_after:.0f} ms without it after gc.freeze()")
+    print(
+        f"one gc.collect(2) here: {collect_before:.0f} ms with the model loaded, {collect_after:.0f} ms without it after gc.freeze()"
+    )
     print("target: job path / direct <= 1.15")
 
 

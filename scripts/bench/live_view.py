@@ -79,7 +79,9 @@ def main() -> None:
     def median(live: bool, column: int) -> float:
         return statistics.median(row[column] for row in rows[live])
 
-    print(header(f"live heatmap on vs off in chromium: SmolLM2, counter_causal_fast J=128 h=32, median of {args.repeats}"))
+    print(
+        header(f"live heatmap on vs off in chromium: SmolLM2, counter_causal_fast J=128 h=32, median of {args.repeats}")
+    )
     print(f"click to first live rows (on):     {median(True, 0):6.2f} s   target <= 1.5 s")
     for column, what in ((1, "click to final view"), (2, "engine time (Total time)")):
         on, off = median(True, column), median(False, column)

@@ -31,10 +31,13 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     specs = [parse_spec(s) for s in args.policy or ["sliding", "snapkv"]]
-    settings = NeedleSettings(lengths=tuple(int(v) for v in args.lengths.split(",")),
-                              depths=tuple(float(v) for v in args.depths.split(",")))
+    settings = NeedleSettings(
+        lengths=tuple(int(v) for v in args.lengths.split(",")), depths=tuple(float(v) for v in args.depths.split(","))
+    )
     print(header(f"needle grid, this process against {args.workers} worker processes"))
-    print(f"# {len(settings.lengths)} lengths x {len(settings.depths)} depths, {', '.join(s.label for s in specs)} and the full cache")
+    print(
+        f"# {len(settings.lengths)} lengths x {len(settings.depths)} depths, {', '.join(s.label for s in specs)} and the full cache"
+    )
     lm = load_model()
     with tempfile.TemporaryDirectory() as folder:
         here, there = Path(folder) / "serial", Path(folder) / "workers"
@@ -44,10 +47,17 @@ def main() -> None:
         start = time.perf_counter()
         run_needle(None, specs, settings, there, workers=Workers(count=args.workers), model_args={}, log=lambda _: None)
         parallel = time.perf_counter() - start
-        rows = [pd.read_csv(p / "needle.csv").drop(columns="seconds").sort_values(["length", "depth", "policy"]).reset_index(drop=True)
-                for p in (here, there)]
+        rows = [
+            pd.read_csv(p / "needle.csv")
+            .drop(columns="seconds")
+            .sort_values(["length", "depth", "policy"])
+            .reset_index(drop=True)
+            for p in (here, there)
+        ]
     print(f"this process      {serial:8.1f} s")
-    print(f"{args.workers} workers         {parallel:8.1f} s   ({serial / parallel:.2f}x faster, workers' model loading included)")
+    print(
+        f"{args.workers} workers         {parallel:8.1f} s   ({serial / parallel:.2f}x faster, workers' model loading included)"
+    )
     print(f"same rows: {rows[0].equals(rows[1])}")
 
 

@@ -63,10 +63,10 @@ def rewrite_meta(path: Path, policies: set[str]) -> int:
 def main(folder: str, *policies: str) -> None:
     names = set(policies)
     for path in sorted(Path(folder).rglob("*.csv")):
-        if (count := rewrite_csv(path, names)):
+        if count := rewrite_csv(path, names):
             print(f"{path}: {count} rows")
     for path in sorted(Path(folder).rglob("*.json")):
-        if (count := rewrite_meta(path, names)):
+        if count := rewrite_meta(path, names):
             print(f"{path}: {count} labels")
 
 

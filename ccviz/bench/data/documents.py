@@ -13,8 +13,8 @@ import datetime
 import random
 import re
 import string
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterator
 
 from ...errors import CcvizError
 from .vocabulary import (
@@ -101,7 +101,9 @@ def _cycle(rng: random.Random, items: tuple[str, ...]) -> Iterator[str]:
         yield from order
 
 
-def _sentence_units(openings: tuple[str, ...], cores: tuple[str, ...]) -> Callable[[random.Random, _Filler], Iterator[str]]:
+def _sentence_units(
+    openings: tuple[str, ...], cores: tuple[str, ...]
+) -> Callable[[random.Random, _Filler], Iterator[str]]:
     """Units (sentences, chat exchanges): an optional opening phrase plus a core, cores used evenly."""
 
     def units(rng: random.Random, filler: _Filler) -> Iterator[str]:
@@ -123,7 +125,11 @@ _HEADERS = {
     "chat": "Chat log between {speaker} and {friend}, over several sessions.",
     "meeting": "Minutes of the {committee} meetings.",
 }
-_SECTIONS = {"clinical": "Visit {number}, {date}:", "chat": "Session {number}, {date}:", "meeting": "Meeting {number}, {date}:"}
+_SECTIONS = {
+    "clinical": "Visit {number}, {date}:",
+    "chat": "Session {number}, {date}:",
+    "meeting": "Meeting {number}, {date}:",
+}
 
 
 def _dates(rng: random.Random) -> Iterator[str]:
@@ -135,8 +141,13 @@ def _dates(rng: random.Random) -> Iterator[str]:
 
 
 def make_case(
-    index: int, *, words: int = 400, position: float | None = None, kind: str | None = None,
-    fact_type: str | None = None, seed: int = 0,
+    index: int,
+    *,
+    words: int = 400,
+    position: float | None = None,
+    kind: str | None = None,
+    fact_type: str | None = None,
+    seed: int = 0,
 ) -> Case:
     """Build case ``index``: by default the kind and fact type cycle and the position is spread evenly.
 
@@ -187,4 +198,3 @@ def _check(prompt: str, value: str, span: tuple[int, int]) -> None:
     hits = [m.start() for m in re.finditer(rf"(?<!\w){re.escape(value)}(?!\w)", prompt, flags=re.IGNORECASE)]
     if hits != [span[0]]:
         raise RuntimeError(f"generator bug: {value!r} found at {hits}, expected once at {span[0]}")
-

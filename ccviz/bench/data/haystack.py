@@ -39,26 +39,97 @@ CHAIN = 5  # variable tracking: variables in the chain
 MAX_NEW_TOKENS = {"needle": 24, "multikey": 24, "multivalue": 48, "variable_tracking": 40}  # room for every answer
 
 _ADJECTIVES = (
-    "amber", "silent", "crimson", "hollow", "northern", "velvet", "copper", "frozen", "golden", "distant",
-    "wandering", "emerald", "hidden", "scarlet", "ancient", "gentle", "iron", "lunar", "misty", "radiant",
+    "amber",
+    "silent",
+    "crimson",
+    "hollow",
+    "northern",
+    "velvet",
+    "copper",
+    "frozen",
+    "golden",
+    "distant",
+    "wandering",
+    "emerald",
+    "hidden",
+    "scarlet",
+    "ancient",
+    "gentle",
+    "iron",
+    "lunar",
+    "misty",
+    "radiant",
 )
 _NOUNS = (
-    "lighthouse", "falcon", "orchard", "harbour", "lantern", "glacier", "meadow", "compass", "violin", "canyon",
-    "beacon", "monastery", "pebble", "windmill", "heron", "citadel", "tapestry", "sparrow", "quarry", "galleon",
+    "lighthouse",
+    "falcon",
+    "orchard",
+    "harbour",
+    "lantern",
+    "glacier",
+    "meadow",
+    "compass",
+    "violin",
+    "canyon",
+    "beacon",
+    "monastery",
+    "pebble",
+    "windmill",
+    "heron",
+    "citadel",
+    "tapestry",
+    "sparrow",
+    "quarry",
+    "galleon",
 )
 _WORDS = (
-    "marigold", "quokka", "tangerine", "zeppelin", "juniper", "saffron", "kumquat", "nightingale", "porcupine",
-    "dandelion", "walrus", "mandolin", "pelican", "sycamore", "avalanche", "hazelnut", "flamingo", "gondola",
-    "lavender", "meteorite", "narwhal", "origami", "pistachio", "rhubarb", "starfish", "toboggan", "umbrella",
-    "volcano", "wombat", "xylophone",
+    "marigold",
+    "quokka",
+    "tangerine",
+    "zeppelin",
+    "juniper",
+    "saffron",
+    "kumquat",
+    "nightingale",
+    "porcupine",
+    "dandelion",
+    "walrus",
+    "mandolin",
+    "pelican",
+    "sycamore",
+    "avalanche",
+    "hazelnut",
+    "flamingo",
+    "gondola",
+    "lavender",
+    "meteorite",
+    "narwhal",
+    "origami",
+    "pistachio",
+    "rhubarb",
+    "starfish",
+    "toboggan",
+    "umbrella",
+    "volcano",
+    "wombat",
+    "xylophone",
 )
 _FORMS = {  # kind -> (statement, question, plural question) with {key} and {value}
-    "number": ("The special magic number for the {key} is {value}.", "What is the special magic number for the {key}?",
-               "What are all the special magic numbers for the {key}?"),
-    "identifier": ("The access code for the {key} is {value}.", "What is the access code for the {key}?",
-                   "What are all the access codes for the {key}?"),
-    "word": ("The secret word for the {key} is {value}.", "What is the secret word for the {key}?",
-             "What are all the secret words for the {key}?"),
+    "number": (
+        "The special magic number for the {key} is {value}.",
+        "What is the special magic number for the {key}?",
+        "What are all the special magic numbers for the {key}?",
+    ),
+    "identifier": (
+        "The access code for the {key} is {value}.",
+        "What is the access code for the {key}?",
+        "What are all the access codes for the {key}?",
+    ),
+    "word": (
+        "The secret word for the {key} is {value}.",
+        "What is the secret word for the {key}?",
+        "What are all the secret words for the {key}?",
+    ),
 }
 _MULTIVALUE = {  # the statement when one key has several values
     "number": "One of the special magic numbers for the {key} is {value}.",
@@ -155,7 +226,9 @@ class _Plan:
     """What a task states: each needle with its depth and the spans in it that must survive (the question is
     about the first), and the question."""
 
-    needles: list[tuple[float, str, list[tuple[int, int]]]]  # (depth, sentence, required spans within it); the first is the target
+    needles: list[
+        tuple[float, str, list[tuple[int, int]]]
+    ]  # (depth, sentence, required spans within it); the first is the target
     question: str  # with its instruction
     answers: tuple[str, ...]
 
@@ -203,8 +276,16 @@ def _plan(task: str, kind: str, depth: float | None, rng: random.Random) -> _Pla
     return _Plan(needles, f"{question.format(key=key)} {INSTRUCTION}", (value,))
 
 
-def make_haystack_case(tokenizer, task: str, length: int, depth: float | None = None, *, trial: int = 0,
-                       kind: str = "number", seed: int = 0) -> HaystackCase:
+def make_haystack_case(
+    tokenizer,
+    task: str,
+    length: int,
+    depth: float | None = None,
+    *,
+    trial: int = 0,
+    kind: str = "number",
+    seed: int = 0,
+) -> HaystackCase:
     """Build one case of ``task`` with about ``length`` tokens of user text (``tokenizer``'s count).
 
     ``depth`` in [0, 1] places the needle (``needle``: required; ``multikey``: the target, the
@@ -225,15 +306,18 @@ def make_haystack_case(tokenizer, task: str, length: int, depth: float | None = 
     raise RuntimeError(f"generator bug: no unique values for {task} at {length} tokens")
 
 
-def _attempt(tokenizer, task: str, length: int, depth: float | None, trial: int, kind: str, seed: int,
-             redraw: int) -> HaystackCase | None:
+def _attempt(
+    tokenizer, task: str, length: int, depth: float | None, trial: int, kind: str, seed: int, redraw: int
+) -> HaystackCase | None:
     hay_rng = random.Random(f"ccviz-haystack:{seed}:{length}:{trial}")
     rng = random.Random(f"ccviz-needle:{seed}:{task}:{kind}:{length}:{trial}:{depth}:{redraw}")
     plan = _plan(task, kind, depth, rng)
     question = f"Question: {plan.question}"
     fixed = token_count(tokenizer, question) + sum(token_count(tokenizer, " " + s) for _, s, _ in plan.needles)
     if fixed + SENTENCE_TOKENS[1] > length:
-        raise CcvizError(f"{length} tokens is too short for a {task} case: it needs at least {fixed + SENTENCE_TOKENS[1]}")
+        raise CcvizError(
+            f"{length} tokens is too short for a {task} case: it needs at least {fixed + SENTENCE_TOKENS[1]}"
+        )
     hay, sizes = _fill(tokenizer, length - fixed - 2, hay_rng)  # 2: the blank line before the question
     slots = [_nearest_boundary(sizes, d) for d, _, _ in plan.needles]
     # Back to front, so earlier slots keep their index; needles at one slot keep their depth order
@@ -255,12 +339,25 @@ def _attempt(tokenizer, task: str, length: int, depth: float | None, trial: int,
     stated = [sentence for _, sentence, _ in plan.needles]
     if not all(_only_in_needles(text, stated, answer) for answer in plan.answers):
         return None
-    return HaystackCase(task, length, None if depth is None else float(depth), trial, kind, prompt, tuple(sorted(required)),
-                        tuple(needles), target, plan.answers, question_start)
+    return HaystackCase(
+        task,
+        length,
+        None if depth is None else float(depth),
+        trial,
+        kind,
+        prompt,
+        tuple(sorted(required)),
+        tuple(needles),
+        target,
+        plan.answers,
+        question_start,
+    )
 
 
 def _only_in_needles(document: str, needles: list[str], value: str) -> bool:
     """Whether ``value`` occurs in the document only where the needles state it: the hay never answers."""
+
     def count(text: str) -> int:
         return len(re.findall(rf"(?<![\w-]){re.escape(value)}(?![\w-])", text))
+
     return count(document) == sum(count(n) for n in needles)

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -56,9 +57,10 @@ class AttentionSettings(Validated):
     short_cache_size: int = whole("short cache size J", 1, default=512)  # after the short prompt: nothing evicted
 
     @classmethod
-    def quick(cls) -> "AttentionSettings":
-        return cls(sizes=(32,), repeats=1, new_tokens=4, chunk=8, document_tokens=64, cache_size=16,
-                   short_cache_size=64)
+    def quick(cls) -> AttentionSettings:
+        return cls(
+            sizes=(32,), repeats=1, new_tokens=4, chunk=8, document_tokens=64, cache_size=16, short_cache_size=64
+        )
 
 
 def title(settings: AttentionSettings) -> str:
@@ -88,11 +90,14 @@ def refresh_and_capture(lm: LoadedModel, settings: AttentionSettings, emit: Call
         ids = encode_prompt(lm.tokenizer, long_document(lm.tokenizer, n + size), chat=False).ids
         base, chunk = ids[:-size], ids[-size:]
         if len(base) + size * (repeats + 1) > lm.max_positions:
-            raise CcvizError(f"n={n} plus {repeats + 1} chunks of {size} exceed the model's {lm.max_positions} positions")
+            raise CcvizError(
+                f"n={n} plus {repeats + 1} chunks of {size} exceed the model's {lm.max_positions} positions"
+            )
         forward = forward_seconds(lm, base, repeats)
         # J above every position fed: the chunks never trigger a refresh, so nothing is ever evicted by one.
-        sessions = {name: filled_session(lm, base, PolicySpec(name), cache_size=lm.max_positions)
-                    for name in [PLAIN, *SCORED]}
+        sessions = {
+            name: filled_session(lm, base, PolicySpec(name), cache_size=lm.max_positions) for name in [PLAIN, *SCORED]
+        }
         samples: dict[str, list[tuple[float, float]]] = {name: [] for name in sessions}
         for _ in range(repeats + 1):  # the first round is a warm-up
             for name, session in sessions.items():
@@ -135,8 +140,10 @@ def full_path_overhead(lm: LoadedModel, repeats: int, new_tokens: int, emit: Cal
             rates[implementation].append(_decode_rate(trace))
     lm.model.set_attn_implementation(ATTENTION_IMPLEMENTATION)
     plain, ours = (statistics.median(values[1:]) for values in rates.values())
-    emit(f"\n## full decode, {new_tokens} new tokens, median of {repeats}: plain SDPA {plain:.1f} tokens/s, "
-         f"ccviz_sdpa {ours:.1f} tokens/s, ratio {ours / plain:.3f}")
+    emit(
+        f"\n## full decode, {new_tokens} new tokens, median of {repeats}: plain SDPA {plain:.1f} tokens/s, "
+        f"ccviz_sdpa {ours:.1f} tokens/s, ratio {ours / plain:.3f}"
+    )
 
 
 def run(model_args: dict[str, Any], settings: AttentionSettings, emit: Callable[[str], None]) -> None:
@@ -145,8 +152,24 @@ def run(model_args: dict[str, Any], settings: AttentionSettings, emit: Callable[
     repeats, n, h = settings.repeats, settings.new_tokens, settings.chunk
     full_path_overhead(lm, repeats, n, emit)
     refresh_and_capture(lm, settings, emit)
-    decode_speed(lm, f"short chat prompt, J={settings.short_cache_size} (nothing evicted), {n} new tokens", PROMPT,
-                 repeats, emit, cache_size=settings.short_cache_size, chunk_size=h, max_new_tokens=n)
-    decode_speed(lm, f"{settings.document_tokens:,}-token document, J={settings.cache_size}, h={h}, {n} new tokens",
-                 long_document(lm.tokenizer, settings.document_tokens), repeats, emit,
-                 cache_size=settings.cache_size, chunk_size=h, max_new_tokens=n, chat=False)
+    decode_speed(
+        lm,
+        f"short chat prompt, J={settings.short_cache_size} (nothing evicted), {n} new tokens",
+        PROMPT,
+        repeats,
+        emit,
+        cache_size=settings.short_cache_size,
+        chunk_size=h,
+        max_new_tokens=n,
+    )
+    decode_speed(
+        lm,
+        f"{settings.document_tokens:,}-token document, J={settings.cache_size}, h={h}, {n} new tokens",
+        long_document(lm.tokenizer, settings.document_tokens),
+        repeats,
+        emit,
+        cache_size=settings.cache_size,
+        chunk_size=h,
+        max_new_tokens=n,
+        chat=False,
+    )

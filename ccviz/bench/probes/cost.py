@@ -10,9 +10,10 @@ Run: ``python -m ccviz bench cost [--set sizes=640,1280,2560] [--set repeats=5]`
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -22,8 +23,15 @@ from ...scoring import causal_pass, surprise_from_cache
 from ..data.texts import long_document
 from ..timing import median_seconds
 
-CASES = [("full", "logit"), ("full", "contrast"), ("full", "logprob"), ("fast", "logit"), ("fast", "contrast"),
-         ("fast", "logprob"), ("fast_mlp", "logit")]
+CASES = [
+    ("full", "logit"),
+    ("full", "contrast"),
+    ("full", "logprob"),
+    ("fast", "logit"),
+    ("fast", "contrast"),
+    ("fast", "logprob"),
+    ("fast_mlp", "logit"),
+]
 LAYER_SPLITS = (0, 0.25, 0.5, 0.75, 1.0)  # from_layer as a share of L - 1: the cost of the layer split (logit)
 
 
@@ -33,7 +41,7 @@ class CostSettings(Validated):
     repeats: int = whole("repeats", 1, default=5)
 
     @classmethod
-    def quick(cls) -> "CostSettings":
+    def quick(cls) -> CostSettings:
         return cls(sizes=(32,), repeats=1)
 
 
@@ -68,7 +76,9 @@ def run(model_args: dict[str, Any], settings: CostSettings, emit: Callable[[str]
     emit(f"H^(L-1) buffer: {hidden_bytes} B/token vs K/V {kv_bytes} B/token = {100 * hidden_bytes / kv_bytes:.1f}%")
 
 
-def _layer_split(model: torch.nn.Module, all_ids: torch.Tensor, settings: CostSettings, emit: Callable[[str], None]) -> None:
+def _layer_split(
+    model: torch.nn.Module, all_ids: torch.Tensor, settings: CostSettings, emit: Callable[[str], None]
+) -> None:
     """Refresh cost of the full variant started at from_layer l (logit), as a ratio to l = 0: it should
     fall linearly with the layers re-run, L - l."""
     last = len(model.model.layers) - 1

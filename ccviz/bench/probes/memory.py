@@ -10,8 +10,9 @@ Run: ``python -m ccviz bench memory``
 from __future__ import annotations
 
 import resource
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -38,24 +39,31 @@ class MemorySettings(Validated):
             make_policy(str(name))  # an unknown name fails now, with the registry's message
 
     @classmethod
-    def quick(cls) -> "MemorySettings":
+    def quick(cls) -> MemorySettings:
         return cls(short_tokens=4, long_tokens=16, cache_size=8, chunk_size=2, policies=("sliding", "full"))
 
 
 def title(settings: MemorySettings) -> str:
-    return (f"peak RSS growth of one run (MB above the loaded model), J={settings.cache_size}, "
-            f"h={settings.chunk_size}")
+    return f"peak RSS growth of one run (MB above the loaded model), J={settings.cache_size}, h={settings.chunk_size}"
 
 
-def peak_growth_mb(model_args: dict[str, Any], threads: int, settings: MemorySettings, policy: str,
-                   new_tokens: int) -> float:
+def peak_growth_mb(
+    model_args: dict[str, Any], threads: int, settings: MemorySettings, policy: str, new_tokens: int
+) -> float:
     """One case, in a fresh process: how far the peak RSS rose during one run of ``new_tokens``."""
     torch.set_num_threads(threads)
     lm = load_model(**model_args)
     generate(lm, "Hello", policy="sliding", cache_size=8, max_new_tokens=2)  # warm-up: allocator, kernels
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    generate(lm, PROMPT, policy=policy, cache_size=settings.cache_size, chunk_size=settings.chunk_size,
-             max_new_tokens=new_tokens, stop_at_eos=False)
+    generate(
+        lm,
+        PROMPT,
+        policy=policy,
+        cache_size=settings.cache_size,
+        chunk_size=settings.chunk_size,
+        max_new_tokens=new_tokens,
+        stop_at_eos=False,
+    )
     after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return (after - before) / 1024
 
@@ -66,6 +74,8 @@ def run(model_args: dict[str, Any], settings: MemorySettings, emit: Callable[[st
     threads = torch.get_num_threads()
     with fresh_processes(__name__) as pool:
         for policy in settings.policies:
-            short, long = (pool.submit(peak_growth_mb, model_args, threads, settings, policy, n).result()
-                           for n in (short_n, long_n))
+            short, long = (
+                pool.submit(peak_growth_mb, model_args, threads, settings, policy, n).result()
+                for n in (short_n, long_n)
+            )
             emit(f"{policy:<22} {short:>8.1f} {long:>8.1f} {long / max(short, 1e-9):>7.2f}")

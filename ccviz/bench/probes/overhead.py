@@ -10,8 +10,9 @@ Run: ``python -m ccviz bench overhead [--set repeats=5]``
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -35,7 +36,7 @@ class OverheadSettings(Validated):
     chunk_size: int = whole("chunk size h", 1, default=64)
 
     @classmethod
-    def quick(cls) -> "OverheadSettings":
+    def quick(cls) -> OverheadSettings:
         return cls(repeats=1, new_tokens=4, document_tokens=64, sliding_new_tokens=8, cache_size=16, chunk_size=4)
 
 
@@ -69,9 +70,11 @@ def run(model_args: dict[str, Any], settings: OverheadSettings, emit: Callable[[
     doc = long_document(lm.tokenizer, settings.document_tokens)
     J, h, new = settings.cache_size, settings.chunk_size, settings.sliding_new_tokens
     sliding = median_seconds(
-        lambda: generate(lm, doc, policy="sliding", cache_size=J, chunk_size=h, max_new_tokens=new, chat=False,
-                         stop_at_eos=False),
-        max(1, repeats // 2), warmup=0,
+        lambda: generate(
+            lm, doc, policy="sliding", cache_size=J, chunk_size=h, max_new_tokens=new, chat=False, stop_at_eos=False
+        ),
+        max(1, repeats // 2),
+        warmup=0,
     )
     emit(f"model.generate decode: {1 / hf_decode:8.1f} tokens/s")
     emit(f"ccviz full decode:     {1 / engine_decode:8.1f} tokens/s")

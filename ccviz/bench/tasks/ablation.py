@@ -12,9 +12,10 @@ and on perplexity with attention sinks (docs/policies.md#why-the-defaults-are-wh
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 
@@ -29,7 +30,10 @@ from . import perplexity, retention
 
 ABLATED_POLICIES = ("counter_causal", "counter_causal_fast")  # all layers, and the fast last-layer variant
 MIN_GAPS = (0, 2)
-SMOOTHING = (0, 5)  # off, and the 5-neighbour window that helped in the specification's first data point (docs/method.md#why-calibrated-scores)
+SMOOTHING = (
+    0,
+    5,
+)  # off, and the 5-neighbour window that helped in the specification's first data point (docs/method.md#why-calibrated-scores)
 RETENTION_BUDGET = 0.25
 PERPLEXITY_BUDGET = 128
 # 24 specs x 100 cases would be ~3 CPU-hours; the ablation ranks variants on fact *survival* (the
@@ -38,8 +42,13 @@ RETENTION_CASES = 20
 PERPLEXITY_SEGMENTS = 1
 
 
-UNITS = ((), (("granularity", "word"), ("pool", "max")), (("granularity", "word"), ("pool", "mean")),
-         (("granularity", "sentence"), ("pool", "max")), (("granularity", "sentence"), ("pool", "mean")))
+UNITS = (
+    (),
+    (("granularity", "word"), ("pool", "max")),
+    (("granularity", "word"), ("pool", "mean")),
+    (("granularity", "sentence"), ("pool", "max")),
+    (("granularity", "sentence"), ("pool", "mean")),
+)
 RECENT_SHARES = (0, 0.25, 0.5)  # recent = 0, J/4, J/2
 WIDE_SMOOTHING = 9
 WINDOWS = (32, 128)  # W; at the screen's J = 25% of ~660 tokens a refresh sees ~210 candidates, so 512 changes nothing
@@ -90,7 +99,9 @@ def beyond_paper_specs(num_layers: int) -> list[PolicySpec]:
     specs += [PolicySpec(fast, (("score", "logit"), *word, *_recent(share))) for share in RECENT_SHARES[1:]]
     specs.append(PolicySpec(full, (("score", "logprob"), *_recent(0.25))))
     for score in ("logit", "contrast"):
-        specs += [PolicySpec(fast, (("score", score), ("smooth", WIDE_SMOOTHING), *_recent(share))) for share in RECENT_SHARES]
+        specs += [
+            PolicySpec(fast, (("score", score), ("smooth", WIDE_SMOOTHING), *_recent(share))) for share in RECENT_SHARES
+        ]
     specs.append(PolicySpec(fast, (("score", "contrast"), ("smooth", WIDE_SMOOTHING), *word)))
     for score, share in itertools.product(("logit", "logprob"), LAYER_SPLITS):
         specs.append(PolicySpec(full, (("score", score), ("from_layer", round(share * (num_layers - 1))))))
@@ -104,8 +115,10 @@ def beyond_paper_specs(num_layers: int) -> list[PolicySpec]:
 
 def quick_beyond_specs(num_layers: int) -> list[PolicySpec]:
     """One spec per new axis, for ``--quick``."""
-    return [PolicySpec("counter_causal_fast", (*UNITS[3], ("recent_share", 0.25), ("window", 8))),
-            PolicySpec("counter_causal", (("from_layer", num_layers - 1),))]
+    return [
+        PolicySpec("counter_causal_fast", (*UNITS[3], ("recent_share", 0.25), ("window", 8))),
+        PolicySpec("counter_causal", (("from_layer", num_layers - 1),)),
+    ]
 
 
 def default_labels(measured: set[str]) -> set[str]:
@@ -116,9 +129,17 @@ def default_labels(measured: set[str]) -> set[str]:
     return {spec.label for spec in [*ablation_specs(), *beyond_paper_specs(layers), *quick_beyond_specs(layers)]}
 
 
-def run(lm: LoadedModel, quick: bool, out: Path, *, specs: list[PolicySpec] | None = None, fresh: bool = False,
-        log: Callable[[str], None] = print, workers: Workers = Workers(),
-        model_args: dict[str, Any] | None = None) -> dict[str, pd.DataFrame]:
+def run(
+    lm: LoadedModel,
+    quick: bool,
+    out: Path,
+    *,
+    specs: list[PolicySpec] | None = None,
+    fresh: bool = False,
+    log: Callable[[str], None] = print,
+    workers: Workers = Workers(),
+    model_args: dict[str, Any] | None = None,
+) -> dict[str, pd.DataFrame]:
     """Both tasks over the grid (or ``specs``), written as ``ablation_retention`` / ``ablation_perplexity``.
 
     ``quick`` measures two opposite corners of the score grid, which between them use every option
@@ -133,14 +154,38 @@ def run(lm: LoadedModel, quick: bool, out: Path, *, specs: list[PolicySpec] | No
         r = replace(retention.RetentionSettings(), cases=RETENTION_CASES, accuracy_cases=0)
         p = replace(perplexity.PerplexitySettings(), segments=PERPLEXITY_SEGMENTS)
     return {
-        "retention": retention.run(lm, specs, replace(r, budgets=(RETENTION_BUDGET,)), out,
-                                   name="ablation_retention", fresh=fresh, log=log, workers=workers, model_args=model_args),
-        "perplexity": perplexity.run(lm, specs, replace(p, budgets=(min(PERPLEXITY_BUDGET, p.tokens // 2),)), out,
-                                     name="ablation_perplexity", fresh=fresh, log=log),
+        "retention": retention.run(
+            lm,
+            specs,
+            replace(r, budgets=(RETENTION_BUDGET,)),
+            out,
+            name="ablation_retention",
+            fresh=fresh,
+            log=log,
+            workers=workers,
+            model_args=model_args,
+        ),
+        "perplexity": perplexity.run(
+            lm,
+            specs,
+            replace(p, budgets=(min(PERPLEXITY_BUDGET, p.tokens // 2),)),
+            out,
+            name="ablation_perplexity",
+            fresh=fresh,
+            log=log,
+        ),
     }
 
 
 def run_task(task: TaskRun) -> None:
     """``bench ablation``: its own policies and settings unless ``--policy`` names others."""
-    run(task.lm, task.quick, task.out, specs=task.specs or None, workers=task.workers, model_args=task.model_args,
-        fresh=task.fresh, log=task.log)
+    run(
+        task.lm,
+        task.quick,
+        task.out,
+        specs=task.specs or None,
+        workers=task.workers,
+        model_args=task.model_args,
+        fresh=task.fresh,
+        log=task.log,
+    )

@@ -11,9 +11,10 @@ share of layers (and KV heads) that held the whole fact when the question came.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 
@@ -29,12 +30,15 @@ from .survival import Prepared
 ATTENTION_POLICIES = ("snapkv", "tova", "h2o")
 COUNTER_CAUSAL_POLICIES = ("counter_causal_fast", "counter_causal")
 COST_COLUMNS = ("peak_cache_mb", "refresh_seconds")
-ACCURACY_CASES = 20  # answers on the first 20 cases (survival on all 100): 13 cells x 3 budgets x 100 runs is hours already
+ACCURACY_CASES = (
+    20  # answers on the first 20 cases (survival on all 100): 13 cells x 3 budgets x 100 runs is hours already
+)
 SINKS = 4
 
 
 def allocation_specs() -> list[PolicySpec]:
     """Every cell: each policy at its defaults under each allocation it supports."""
+
     def under(name: str, allocations: tuple[str, ...]) -> list[PolicySpec]:
         return [PolicySpec(name, () if a == "uniform" else (("allocation", a),)) for a in allocations]
 
@@ -44,7 +48,10 @@ def allocation_specs() -> list[PolicySpec]:
 
 def costs(trace: Trace) -> dict:
     """What a run cost: its peak K/V memory in MiB and its refresh time."""
-    return {"peak_cache_mb": round(trace.peak_cache_bytes / 2**20, 3), "refresh_seconds": round(trace.timings["refresh_seconds"], 4)}
+    return {
+        "peak_cache_mb": round(trace.peak_cache_bytes / 2**20, 3),
+        "refresh_seconds": round(trace.timings["refresh_seconds"], 4),
+    }
 
 
 def layer_share(trace: Trace, fact: list[int], timestep: int) -> float:
@@ -61,9 +68,17 @@ def retention_columns(trace: Trace, prepared: Prepared) -> dict:
     return costs(trace) | {"layer_share": round(layer_share(trace, prepared.required, prepared.question_start), 4)}
 
 
-def run(lm: LoadedModel, quick: bool, out: Path, *, specs: list[PolicySpec] | None = None, fresh: bool = False,
-        log: Callable[[str], None] = print, workers: Workers = Workers(),
-        model_args: dict[str, Any] | None = None) -> dict[str, pd.DataFrame]:
+def run(
+    lm: LoadedModel,
+    quick: bool,
+    out: Path,
+    *,
+    specs: list[PolicySpec] | None = None,
+    fresh: bool = False,
+    log: Callable[[str], None] = print,
+    workers: Workers = Workers(),
+    model_args: dict[str, Any] | None = None,
+) -> dict[str, pd.DataFrame]:
     """Both tasks over every cell (or ``specs``), written as ``allocation_retention`` / ``allocation_perplexity``."""
     specs = specs or allocation_specs()
     if quick:
@@ -73,15 +88,42 @@ def run(lm: LoadedModel, quick: bool, out: Path, *, specs: list[PolicySpec] | No
         r = replace(retention.RetentionSettings(), accuracy_cases=ACCURACY_CASES)
         p = replace(perplexity.PerplexitySettings(), budgets=(64, 128))
     return {
-        "retention": retention.run(lm, specs, r, out, name="allocation_retention", fresh=fresh, log=log,
-                                   workers=workers, model_args=model_args,
-                                   extra=retention_columns, extra_columns=(*COST_COLUMNS, "layer_share")),
-        "perplexity": perplexity.run(lm, specs, replace(p, frozen=SINKS), out, name="allocation_perplexity", fresh=fresh, log=log,
-                                     extra=costs, extra_columns=COST_COLUMNS),
+        "retention": retention.run(
+            lm,
+            specs,
+            r,
+            out,
+            name="allocation_retention",
+            fresh=fresh,
+            log=log,
+            workers=workers,
+            model_args=model_args,
+            extra=retention_columns,
+            extra_columns=(*COST_COLUMNS, "layer_share"),
+        ),
+        "perplexity": perplexity.run(
+            lm,
+            specs,
+            replace(p, frozen=SINKS),
+            out,
+            name="allocation_perplexity",
+            fresh=fresh,
+            log=log,
+            extra=costs,
+            extra_columns=COST_COLUMNS,
+        ),
     }
 
 
 def run_task(task: TaskRun) -> None:
     """``bench allocation``: its own policies and settings unless ``--policy`` names others."""
-    run(task.lm, task.quick, task.out, specs=task.specs or None, workers=task.workers, model_args=task.model_args,
-        fresh=task.fresh, log=task.log)
+    run(
+        task.lm,
+        task.quick,
+        task.out,
+        specs=task.specs or None,
+        workers=task.workers,
+        model_args=task.model_args,
+        fresh=task.fresh,
+        log=task.log,
+    )

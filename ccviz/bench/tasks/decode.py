@@ -8,9 +8,9 @@ degeneration signal: a policy that lost the thread starts looping).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
 
 import pandas as pd
 
@@ -39,10 +39,12 @@ NGRAM = 4
 class DecodeSettings(Validated):
     prompts: int = whole("prompts", 1, default=4, maximum=len(PROMPTS))
     max_new_tokens: int = whole("max new tokens", 1, default=400)
-    budgets: tuple[int, ...] = whole("budgets", 1, default=(64, 128), each=True)  # J in tokens (h = J/4); the prompts are about 50 tokens
+    budgets: tuple[int, ...] = whole(
+        "budgets", 1, default=(64, 128), each=True
+    )  # J in tokens (h = J/4); the prompts are about 50 tokens
 
     @classmethod
-    def quick(cls) -> "DecodeSettings":
+    def quick(cls) -> DecodeSettings:
         return cls(prompts=1, max_new_tokens=24, budgets=(16,))
 
 
@@ -50,8 +52,16 @@ def _ids(cell: str) -> list[int]:
     return [int(t) for t in str(cell).split()]
 
 
-def run(lm: LoadedModel, specs: list[PolicySpec], settings: DecodeSettings, out: Path, *, name: str = "decode",
-        fresh: bool = False, log: Callable[[str], None] = print) -> pd.DataFrame:
+def run(
+    lm: LoadedModel,
+    specs: list[PolicySpec],
+    settings: DecodeSettings,
+    out: Path,
+    *,
+    name: str = "decode",
+    fresh: bool = False,
+    log: Callable[[str], None] = print,
+) -> pd.DataFrame:
     """Generate under every policy and budget; ``full`` first, as the reference of each prompt."""
     table = ResultTable(out, name, COLUMNS, KEY, {"model": lm.name, **asdict(settings)}, fresh=fresh)
     table.pin_policies([PolicySpec("full"), *specs])
@@ -65,16 +75,29 @@ def run(lm: LoadedModel, specs: list[PolicySpec], settings: DecodeSettings, out:
             if reference is None and spec.name != "full":
                 frame = table.frame()
                 reference = _ids(frame[(frame.prompt == index) & (frame.policy == "full")]["token_ids"].iloc[0])
-            trace = generate(lm, prompt, policy=spec.build(), cache_size=budget, max_new_tokens=settings.max_new_tokens,
-                             **spec.run_settings(budget))
+            trace = generate(
+                lm,
+                prompt,
+                policy=spec.build(),
+                cache_size=budget,
+                max_new_tokens=settings.max_new_tokens,
+                **spec.run_settings(budget),
+            )
             ids = [tok.id for tok in trace.tokens if tok.source == "generated"]
             if spec.name == "full":
                 reference = ids
-            table.add({
-                "prompt": index, "policy": spec.label, "budget": budget, "new_tokens": len(ids),
-                "first_divergence": first_divergence(reference, ids), "repeated_4grams": round(repeated_ngram_rate(ids, NGRAM), 4),
-                "seconds": round(trace.timings["total_seconds"], 3), "token_ids": " ".join(map(str, ids)),
-            })
+            table.add(
+                {
+                    "prompt": index,
+                    "policy": spec.label,
+                    "budget": budget,
+                    "new_tokens": len(ids),
+                    "first_divergence": first_divergence(reference, ids),
+                    "repeated_4grams": round(repeated_ngram_rate(ids, NGRAM), 4),
+                    "seconds": round(trace.timings["total_seconds"], 3),
+                    "token_ids": " ".join(map(str, ids)),
+                }
+            )
         log(f"{name}: prompt {index + 1}/{settings.prompts} done")
     summary = summarise(table.frame())
     write_summary(out, name, summary)
@@ -90,15 +113,20 @@ def summarise(rows: pd.DataFrame) -> pd.DataFrame:
     out = []
     for (policy, budget), group in rows.groupby(["policy", "budget"], sort=False):
         reference = full.reindex(group["prompt"])
-        out.append({
-            "policy": policy, "budget": budget, "prompts": len(group),
-            "first_divergence_mean": group["first_divergence"].mean(),
-            "first_divergence_median": group["first_divergence"].median(),
-            "identical": int((group["token_ids"].values == reference["token_ids"].values).sum()),
-            "repeated_4grams": group["repeated_4grams"].mean(),
-            "full_repeated_4grams": reference["repeated_4grams"].mean(),
-            "new_tokens_mean": group["new_tokens"].mean(), "seconds_mean": group["seconds"].mean(),
-        })
+        out.append(
+            {
+                "policy": policy,
+                "budget": budget,
+                "prompts": len(group),
+                "first_divergence_mean": group["first_divergence"].mean(),
+                "first_divergence_median": group["first_divergence"].median(),
+                "identical": int((group["token_ids"].values == reference["token_ids"].values).sum()),
+                "repeated_4grams": group["repeated_4grams"].mean(),
+                "full_repeated_4grams": reference["repeated_4grams"].mean(),
+                "new_tokens_mean": group["new_tokens"].mean(),
+                "seconds_mean": group["seconds"].mean(),
+            }
+        )
     return pd.DataFrame(out)
 
 

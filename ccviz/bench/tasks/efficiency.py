@@ -22,9 +22,10 @@ import dataclasses
 import gc
 import math
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 import torch
@@ -43,13 +44,26 @@ from ..timing import median_seconds
 
 REFRESH_COLUMNS = ["policy", "n", "cache_size", "refresh_seconds", "forward_seconds", "ratio", "repeats", "peak_mb"]
 E2E_COLUMNS = [
-    "policy", "prompt_tokens", "new_tokens", "cache_size", "total_seconds", "prefill_seconds", "decode_seconds",
-    "refresh_seconds", "peak_cache_length", "rss_before_mb", "peak_rss_mb",
+    "policy",
+    "prompt_tokens",
+    "new_tokens",
+    "cache_size",
+    "total_seconds",
+    "prefill_seconds",
+    "decode_seconds",
+    "refresh_seconds",
+    "peak_cache_length",
+    "rss_before_mb",
+    "peak_rss_mb",
 ]
 FILL_STEP = 256  # tokens per forward when filling the cache (bounds the attention captured per pass)
 # Beyond the registered policies: the other fast score and the banded pass, timed at every n.
-LONG_CONTEXT_SPECS = ("counter_causal_fast:score=contrast", "counter_causal_fast:window=128",
-                      "counter_causal_fast:window=512", "counter_causal:window=512")
+LONG_CONTEXT_SPECS = (
+    "counter_causal_fast:score=contrast",
+    "counter_causal_fast:window=128",
+    "counter_causal_fast:window=512",
+    "counter_causal:window=512",
+)
 
 
 @dataclass(frozen=True)
@@ -58,18 +72,25 @@ class EfficiencySettings(Validated):
     repeats: int = whole("repeats", 1, default=3)
     long_repeats: int = whole("repeats beyond long_from", 1, default=1)  # one forward at 32K takes minutes
     long_from: int = whole("long_from", 2, default=4096)  # n above this: long_repeats, and no untimed warm-up forward
-    forward_max_n: int = whole("forward_max_n", 2, default=8192)  # the plain forward baseline (a ratio's denominator) up to here
-    real_fill_max_n: int = whole("real_fill_max_n", 2, default=8192)  # beyond: random K/V of the right shapes (see synthetic_session)
+    forward_max_n: int = whole(
+        "forward_max_n", 2, default=8192
+    )  # the plain forward baseline (a ratio's denominator) up to here
+    real_fill_max_n: int = whole(
+        "real_fill_max_n", 2, default=8192
+    )  # beyond: random K/V of the right shapes (see synthetic_session)
     full_max_n: int = whole("full variant's largest n", 2, default=8192)  # all L layers re-run: O(L n^2) unbanded
-    attention_max_n: int = whole("attention policies' largest n", 2, default=4096)  # their fill captures attention weights
+    attention_max_n: int = whole(
+        "attention policies' largest n", 2, default=4096
+    )  # their fill captures attention weights
     prompt_tokens: int = whole("prompt tokens", 1, default=1000)
     new_tokens: int = whole("new tokens", 1, default=300)
     cache_size: int = whole("cache size J", 1, default=256)  # J of the end-to-end runs (h = J/4)
 
     @classmethod
-    def quick(cls) -> "EfficiencySettings":
-        return cls(sizes=(64, 128), repeats=1, prompt_tokens=64, new_tokens=4, cache_size=16, full_max_n=64,
-                   attention_max_n=64)
+    def quick(cls) -> EfficiencySettings:
+        return cls(
+            sizes=(64, 128), repeats=1, prompt_tokens=64, new_tokens=4, cache_size=16, full_max_n=64, attention_max_n=64
+        )
 
 
 def _significant(value: float) -> float:
@@ -95,7 +116,9 @@ def largest_n(policy: Policy, settings: EfficiencySettings) -> int | None:
 def timed_sizes(label: str, settings: dict[str, Any]) -> list[int]:
     """The sizes a results folder's settings (its metadata, any version) time the policy ``label`` at."""
     known = {f.name for f in dataclasses.fields(EfficiencySettings)}
-    chosen = EfficiencySettings(**{k: tuple(v) if isinstance(v, list) else v for k, v in settings.items() if k in known})
+    chosen = EfficiencySettings(
+        **{k: tuple(v) if isinstance(v, list) else v for k, v in settings.items() if k in known}
+    )
     limit = largest_n(parse_spec(label).build(), chosen)
     return [n for n in chosen.sizes if limit is None or n <= limit]
 
@@ -136,13 +159,18 @@ def synthetic_session(lm: LoadedModel, ids: list[int], spec: PolicySpec) -> Cach
     session = filled_session(lm, ids[:1], spec, cache_size=n)  # the config, with J = h = n
     config, generator = model.config, torch.Generator().manual_seed(0)
     dtype, device = next(model.parameters()).dtype, lm.device
-    kv_heads, head_dim = config.num_key_value_heads, getattr(config, "head_dim", config.hidden_size // config.num_attention_heads)
+    kv_heads, head_dim = (
+        config.num_key_value_heads,
+        getattr(config, "head_dim", config.hidden_size // config.num_attention_heads),
+    )
     session.cache.kv = DynamicCache()
     for layer in range(len(decoder_layers(model))):
         keys, values = (torch.randn(1, kv_heads, n, head_dim, generator=generator).to(device, dtype) for _ in range(2))
         session.cache.kv.update(keys, values, layer)
-    residuals = {layer: torch.randn(n, config.hidden_size, generator=generator).to(device, dtype)
-                 for layer in session.residual_layers}
+    residuals = {
+        layer: torch.randn(n, config.hidden_size, generator=generator).to(device, dtype)
+        for layer in session.residual_layers
+    }
     session.cache.tok, session.cache.pos, session.cache.residuals = torch.tensor(ids), torch.arange(n), residuals
     return session
 
@@ -167,8 +195,16 @@ def filled_session(lm: LoadedModel, ids: list[int], spec: PolicySpec, *, cache_s
     n = len(ids)
     J = n if cache_size is None else max(cache_size, n)
     settings = {k: v for k, v in spec.run_settings(J).items() if k != "recent"}
-    config = RunConfig(policy=spec.name, policy_options=spec.build().options(), cache_size=J, chunk_size=J, frozen=0,
-                       chat=False, prefill_step=min(FILL_STEP, n), **settings)
+    config = RunConfig(
+        policy=spec.name,
+        policy_options=spec.build().options(),
+        cache_size=J,
+        chunk_size=J,
+        frozen=0,
+        chat=False,
+        prefill_step=min(FILL_STEP, n),
+        **settings,
+    )
     session = CacheSession(lm, config)
     session.feed(ids)
     return session
@@ -198,8 +234,9 @@ def _reset_peak_memory() -> bool:
         return False
 
 
-def end_to_end(model_args: dict[str, Any], threads: int, spec: PolicySpec, settings: EfficiencySettings,
-               prompt: str) -> dict[str, Any]:
+def end_to_end(
+    model_args: dict[str, Any], threads: int, spec: PolicySpec, settings: EfficiencySettings, prompt: str
+) -> dict[str, Any]:
     """One end-to-end run in this (fresh) process: wall times and peak RSS, after a short warm-up."""
     torch.set_num_threads(threads)
     lm = load_model(**model_args)
@@ -210,17 +247,31 @@ def end_to_end(model_args: dict[str, Any], threads: int, spec: PolicySpec, setti
     trace = generate(lm, prompt, policy=spec.build(), **kwargs)
     t = trace.timings
     return {
-        "policy": spec.label, "prompt_tokens": trace.prompt_length, "new_tokens": settings.new_tokens,
-        "cache_size": settings.cache_size, "total_seconds": round(t["total_seconds"], 3),
-        "prefill_seconds": round(t["prefill_seconds"], 3), "decode_seconds": round(t["decode_seconds"], 3),
-        "refresh_seconds": round(t["refresh_seconds"], 3), "peak_cache_length": trace.peak_cache_length,
-        "rss_before_mb": round(before / 1024, 1), "peak_rss_mb": round(_memory_kb("VmHWM") / 1024, 1) if reset else "",
+        "policy": spec.label,
+        "prompt_tokens": trace.prompt_length,
+        "new_tokens": settings.new_tokens,
+        "cache_size": settings.cache_size,
+        "total_seconds": round(t["total_seconds"], 3),
+        "prefill_seconds": round(t["prefill_seconds"], 3),
+        "decode_seconds": round(t["decode_seconds"], 3),
+        "refresh_seconds": round(t["refresh_seconds"], 3),
+        "peak_cache_length": trace.peak_cache_length,
+        "rss_before_mb": round(before / 1024, 1),
+        "peak_rss_mb": round(_memory_kb("VmHWM") / 1024, 1) if reset else "",
     }
 
 
-def run(lm: LoadedModel, specs: list[PolicySpec], settings: EfficiencySettings, out: Path, *, name: str = "efficiency",
-        fresh: bool = False, log: Callable[[str], None] = print, model_args: dict[str, Any] | None = None,
-        ) -> dict[str, pd.DataFrame]:
+def run(
+    lm: LoadedModel,
+    specs: list[PolicySpec],
+    settings: EfficiencySettings,
+    out: Path,
+    *,
+    name: str = "efficiency",
+    fresh: bool = False,
+    log: Callable[[str], None] = print,
+    model_args: dict[str, Any] | None = None,
+) -> dict[str, pd.DataFrame]:
     """Refresh cost in this process; end to end in one fresh process per policy, which loads the model
     with ``model_args`` (``load_model``'s arguments; default: the embedded model on the CPU)."""
     model_args = model_args or {}
@@ -236,8 +287,11 @@ def run(lm: LoadedModel, specs: list[PolicySpec], settings: EfficiencySettings, 
     long_lm = dataclasses.replace(lm, context=max(lm.max_positions, *settings.sizes))  # timing only past 8K
     num_layers = len(decoder_layers(lm.model))
     for size in settings.sizes:
-        todo = [s for s in evicting if not refresh.has(policy=s.label, n=size)
-                and (largest_n(policies[s.label], settings) or size) >= size]
+        todo = [
+            s
+            for s in evicting
+            if not refresh.has(policy=s.label, n=size) and (largest_n(policies[s.label], settings) or size) >= size
+        ]
         if not todo:
             continue
         text = prose_segments(lm.tokenizer, size, 1)[0]
@@ -245,20 +299,33 @@ def run(lm: LoadedModel, specs: list[PolicySpec], settings: EfficiencySettings, 
         keep = round(0.8 * len(ids))  # J = 0.8 n: the n candidates are the J + h of a refresh with h = J/4
         long = size > settings.long_from
         repeats = settings.long_repeats if long else settings.repeats
-        forward = forward_seconds(long_lm, ids, repeats, warmup=0 if long else 1) if size <= settings.forward_max_n else float("nan")
+        forward = (
+            forward_seconds(long_lm, ids, repeats, warmup=0 if long else 1)
+            if size <= settings.forward_max_n
+            else float("nan")
+        )
         for group in fill_groups(todo, policies, num_layers):
             real = size <= settings.real_fill_max_n
-            if not real and (policies[group[0].label].attention is not None
-                             or type(policies[group[0].label]).observe is not Policy.observe):
+            if not real and (
+                policies[group[0].label].attention is not None
+                or type(policies[group[0].label]).observe is not Policy.observe
+            ):
                 continue  # a policy with per-pass state needs a real fill (attention_max_n keeps it below this)
             session = (filled_session if real else synthetic_session)(long_lm, ids, group[0])
             for spec in group:
                 seconds, peak = refresh_cost(session, policies[spec.label], keep, repeats)
-                refresh.add({
-                    "policy": spec.label, "n": size, "cache_size": keep, "refresh_seconds": _significant(seconds),
-                    "forward_seconds": _significant(forward), "ratio": _significant(seconds / forward),  # NaN past forward_max_n
-                    "repeats": repeats, "peak_mb": round(peak, 1),
-                })
+                refresh.add(
+                    {
+                        "policy": spec.label,
+                        "n": size,
+                        "cache_size": keep,
+                        "refresh_seconds": _significant(seconds),
+                        "forward_seconds": _significant(forward),
+                        "ratio": _significant(seconds / forward),  # NaN past forward_max_n
+                        "repeats": repeats,
+                        "peak_mb": round(peak, 1),
+                    }
+                )
             del session
         log(f"{name}: refresh cost at n={size} done")
     prompt = prose_segments(lm.tokenizer, settings.prompt_tokens, 1)[0]
@@ -293,17 +360,21 @@ def summarise(refresh: pd.DataFrame, e2e: pd.DataFrame) -> pd.DataFrame:
     cache's), the peak RSS and how much it grew during the run."""
     if e2e.empty and refresh.empty:
         return pd.DataFrame()
-    table = pd.DataFrame(index=pd.Index(list(dict.fromkeys([*e2e.get("policy", []), *refresh.get("policy", [])])), name="policy"))
+    table = pd.DataFrame(
+        index=pd.Index(list(dict.fromkeys([*e2e.get("policy", []), *refresh.get("policy", [])])), name="policy")
+    )
     if not refresh.empty:
         ratios = refresh.pivot_table(index="policy", columns="n", values="ratio", aggfunc="median")
         table = table.join(ratios.rename(columns=lambda n: f"refresh_ratio_n{n}"))
         fits = {}
         for policy, rows in refresh.groupby("policy", sort=False):
             largest = rows.loc[rows["n"].astype(int).idxmax()]
-            fits[policy] = {"refresh_exponent": fitted_exponent(rows["n"], rows["refresh_seconds"]),
-                            "forward_exponent": fitted_exponent(rows["n"], rows["forward_seconds"]),
-                            "largest_n": int(largest["n"]),
-                            "refresh_peak_mb": pd.to_numeric(pd.Series([largest.get("peak_mb")]), errors="coerce")[0]}
+            fits[policy] = {
+                "refresh_exponent": fitted_exponent(rows["n"], rows["refresh_seconds"]),
+                "forward_exponent": fitted_exponent(rows["n"], rows["forward_seconds"]),
+                "largest_n": int(largest["n"]),
+                "refresh_peak_mb": pd.to_numeric(pd.Series([largest.get("peak_mb")]), errors="coerce")[0],
+            }
         table = table.join(pd.DataFrame.from_dict(fits, orient="index"))
     if not e2e.empty:
         e = e2e.set_index("policy")
@@ -317,5 +388,12 @@ def summarise(refresh: pd.DataFrame, e2e: pd.DataFrame) -> pd.DataFrame:
 
 def run_task(task: TaskRun) -> None:
     """``bench efficiency``: :func:`default_specs` unless ``--policy`` names others."""
-    run(task.lm, task.specs or default_specs(), task.settings, task.out, model_args=task.model_args, fresh=task.fresh,
-        log=task.log)
+    run(
+        task.lm,
+        task.specs or default_specs(),
+        task.settings,
+        task.out,
+        model_args=task.model_args,
+        fresh=task.fresh,
+        log=task.log,
+    )

@@ -16,9 +16,10 @@ resumes where it stopped.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 import pandas as pd
 
@@ -33,9 +34,26 @@ from ..specs import PolicySpec, registered_specs
 from .survival import case_runs, prepare, run_case, run_cells
 
 COLUMNS = [
-    "task", "length", "depth", "trial", "kind", "policy", "budget", "cache_size", "chunk_size", "prompt_tokens",
-    "doc_tokens", "needle_depth", "required_tokens", "question_start", "survived", "kept_share", "answered",
-    "answer_share", "output", "seconds",
+    "task",
+    "length",
+    "depth",
+    "trial",
+    "kind",
+    "policy",
+    "budget",
+    "cache_size",
+    "chunk_size",
+    "prompt_tokens",
+    "doc_tokens",
+    "needle_depth",
+    "required_tokens",
+    "question_start",
+    "survived",
+    "kept_share",
+    "answered",
+    "answer_share",
+    "output",
+    "seconds",
 ]
 KEY = ["task", "length", "depth", "trial", "policy", "budget"]
 QUICK_POLICIES = 4  # with --quick and no --policy: the first registered ones (full, sliding, streaming_llm, tova)
@@ -67,7 +85,9 @@ class _Grid(Validated):
 
 @dataclass(frozen=True)
 class NeedleSettings(_Grid):
-    lengths: tuple[int, ...] = whole("lengths", 200, default=(500, 1000, 2000, 3500, 5000, 7500), maximum=8000, each=True)
+    lengths: tuple[int, ...] = whole(
+        "lengths", 200, default=(500, 1000, 2000, 3500, 5000, 7500), maximum=8000, each=True
+    )
     depths: tuple[float, ...] = number("depths", 0, 1, default=(0.0, 0.167, 0.333, 0.5, 0.667, 0.833, 1.0), each=True)
     budgets: tuple[float, ...] = number("budgets", 0, default=(0.25,), each=True)  # <= 1: share of the document; > 1: J
     trials: int = whole("trials", 1, default=1)  # needles per cell; the needle's kind cycles over the map
@@ -75,7 +95,7 @@ class NeedleSettings(_Grid):
     sizes: ClassVar[tuple[str, ...]] = ("lengths", "depths")
 
     @classmethod
-    def quick(cls) -> "NeedleSettings":
+    def quick(cls) -> NeedleSettings:
         return cls(lengths=(300, 600), depths=(0.0, 0.5, 1.0), budgets=(0.5,))
 
 
@@ -89,7 +109,7 @@ class RulerSettings(_Grid):
     sizes: ClassVar[tuple[str, ...]] = ("tasks", "lengths")
 
     @classmethod
-    def quick(cls) -> "RulerSettings":
+    def quick(cls) -> RulerSettings:
         return cls(lengths=(300,), budgets=(0.5,), trials=1)
 
 
@@ -107,7 +127,9 @@ class Cell:
     budget: float
 
     def case(self, tokenizer) -> HaystackCase:
-        return make_haystack_case(tokenizer, self.task, self.length, self.depth, trial=self.trial, kind=self.kind, seed=self.seed)
+        return make_haystack_case(
+            tokenizer, self.task, self.length, self.depth, trial=self.trial, kind=self.kind, seed=self.seed
+        )
 
     @property
     def depth_column(self) -> float | str:
@@ -115,8 +137,14 @@ class Cell:
         return SPREAD if self.depth is None else self.depth
 
     def key(self) -> dict[str, Any]:
-        return {"task": self.task, "length": self.length, "depth": self.depth_column, "trial": self.trial,
-                "policy": self.spec.label, "budget": self.budget}
+        return {
+            "task": self.task,
+            "length": self.length,
+            "depth": self.depth_column,
+            "trial": self.trial,
+            "policy": self.spec.label,
+            "budget": self.budget,
+        }
 
     def __str__(self) -> str:
         where = "" if self.depth is None else f" at depth {self.depth:.0%}"
@@ -131,11 +159,19 @@ def measure_cell(lm: LoadedModel, cell: Cell) -> dict[str, Any]:
     output = outcome.trace.output_text
     found = [answer_matches(output, answer) for answer in case.answers]
     return {
-        "task": cell.task, "length": cell.length, "depth": cell.depth_column,
-        "trial": cell.trial, "kind": cell.kind, "policy": cell.spec.label, "budget": cell.budget,
-        "prompt_tokens": prepared.text_tokens, "required_tokens": len(prepared.required),
+        "task": cell.task,
+        "length": cell.length,
+        "depth": cell.depth_column,
+        "trial": cell.trial,
+        "kind": cell.kind,
+        "policy": cell.spec.label,
+        "budget": cell.budget,
+        "prompt_tokens": prepared.text_tokens,
+        "required_tokens": len(prepared.required),
         "needle_depth": round((prepared.required[0] - prepared.tokens.text_start) / prepared.doc_tokens, 4),
-        **outcome.columns(), "answered": int(all(found)), "answer_share": round(sum(found) / len(found), 4),
+        **outcome.columns(),
+        "answered": int(all(found)),
+        "answer_share": round(sum(found) / len(found), 4),
         "output": output.strip(),
     }
 
@@ -163,16 +199,49 @@ def ruler_cells(specs: list[PolicySpec], settings: RulerSettings) -> list[Cell]:
     return cells
 
 
-def _case_cells(task: str, length: int, depth: float | None, trial: int, kind: str, seed: int,
-                specs: list[PolicySpec], budgets: tuple[float, ...]) -> list[Cell]:
+def _case_cells(
+    task: str,
+    length: int,
+    depth: float | None,
+    trial: int,
+    kind: str,
+    seed: int,
+    specs: list[PolicySpec],
+    budgets: tuple[float, ...],
+) -> list[Cell]:
     return [Cell(task, length, depth, trial, kind, seed, spec, budget) for spec, budget in case_runs(specs, budgets)]
 
 
-def _run(name: str, lm: LoadedModel | None, cells: list[Cell], specs: list[PolicySpec], settings: Any, out: Path, *,
-         workers: Workers, model_args: dict[str, Any], fresh: bool, log: Callable[[str], None],
-         summarise: Callable[[pd.DataFrame], pd.DataFrame]) -> pd.DataFrame:
-    return run_cells(name, lm, cells, specs, asdict(settings), out, columns=COLUMNS, key=KEY, measure=measure_cell,
-                     summarise=summarise, workers=workers, model_args=model_args, fresh=fresh, log=log)
+def _run(
+    name: str,
+    lm: LoadedModel | None,
+    cells: list[Cell],
+    specs: list[PolicySpec],
+    settings: Any,
+    out: Path,
+    *,
+    workers: Workers,
+    model_args: dict[str, Any],
+    fresh: bool,
+    log: Callable[[str], None],
+    summarise: Callable[[pd.DataFrame], pd.DataFrame],
+) -> pd.DataFrame:
+    return run_cells(
+        name,
+        lm,
+        cells,
+        specs,
+        asdict(settings),
+        out,
+        columns=COLUMNS,
+        key=KEY,
+        measure=measure_cell,
+        summarise=summarise,
+        workers=workers,
+        model_args=model_args,
+        fresh=fresh,
+        log=log,
+    )
 
 
 def ruler_specs() -> list[PolicySpec]:
@@ -187,20 +256,58 @@ def default_specs(task: str, quick: bool = False) -> list[PolicySpec]:
     return specs[:QUICK_POLICIES] if quick else specs
 
 
-def run_needle(lm: LoadedModel | None, specs: list[PolicySpec], settings: NeedleSettings, out: Path, *,
-               workers: Workers = Workers(), model_args: dict[str, Any] | None = None, fresh: bool = False,
-               log: Callable[[str], None] = print) -> pd.DataFrame:
+def run_needle(
+    lm: LoadedModel | None,
+    specs: list[PolicySpec],
+    settings: NeedleSettings,
+    out: Path,
+    *,
+    workers: Workers = Workers(),
+    model_args: dict[str, Any] | None = None,
+    fresh: bool = False,
+    log: Callable[[str], None] = print,
+) -> pd.DataFrame:
     """Measure every missing cell of the needle maps into ``needle.csv``; the per-cell summary."""
-    return _run("needle", lm, needle_cells(specs, settings), specs, settings, out, workers=workers,
-                model_args=model_args or {}, fresh=fresh, log=log, summarise=summarise_map)
+    return _run(
+        "needle",
+        lm,
+        needle_cells(specs, settings),
+        specs,
+        settings,
+        out,
+        workers=workers,
+        model_args=model_args or {},
+        fresh=fresh,
+        log=log,
+        summarise=summarise_map,
+    )
 
 
-def run_ruler(lm: LoadedModel | None, specs: list[PolicySpec], settings: RulerSettings, out: Path, *,
-              workers: Workers = Workers(), model_args: dict[str, Any] | None = None, fresh: bool = False,
-              log: Callable[[str], None] = print) -> pd.DataFrame:
+def run_ruler(
+    lm: LoadedModel | None,
+    specs: list[PolicySpec],
+    settings: RulerSettings,
+    out: Path,
+    *,
+    workers: Workers = Workers(),
+    model_args: dict[str, Any] | None = None,
+    fresh: bool = False,
+    log: Callable[[str], None] = print,
+) -> pd.DataFrame:
     """Measure every missing RULER-style case into ``ruler.csv``; the summary per task x length x budget."""
-    return _run("ruler", lm, ruler_cells(specs, settings), specs, settings, out, workers=workers,
-                model_args=model_args or {}, fresh=fresh, log=log, summarise=summarise_ruler)
+    return _run(
+        "ruler",
+        lm,
+        ruler_cells(specs, settings),
+        specs,
+        settings,
+        out,
+        workers=workers,
+        model_args=model_args or {},
+        fresh=fresh,
+        log=log,
+        summarise=summarise_ruler,
+    )
 
 
 MAP_KEYS = ["policy", "budget", "length", "depth"]
@@ -218,11 +325,27 @@ def summarise_ruler(rows: pd.DataFrame) -> pd.DataFrame:
 
 def run_needle_task(task: TaskRun) -> None:
     """``bench needle``: :func:`default_specs` unless ``--policy`` names others."""
-    run_needle(task.lm, task.specs or default_specs("needle", task.quick), task.settings, task.out,
-               workers=task.workers, model_args=task.model_args, fresh=task.fresh, log=task.log)
+    run_needle(
+        task.lm,
+        task.specs or default_specs("needle", task.quick),
+        task.settings,
+        task.out,
+        workers=task.workers,
+        model_args=task.model_args,
+        fresh=task.fresh,
+        log=task.log,
+    )
 
 
 def run_ruler_task(task: TaskRun) -> None:
     """``bench ruler``: :func:`default_specs` unless ``--policy`` names others."""
-    run_ruler(task.lm, task.specs or default_specs("ruler", task.quick), task.settings, task.out,
-              workers=task.workers, model_args=task.model_args, fresh=task.fresh, log=task.log)
+    run_ruler(
+        task.lm,
+        task.specs or default_specs("ruler", task.quick),
+        task.settings,
+        task.out,
+        workers=task.workers,
+        model_args=task.model_args,
+        fresh=task.fresh,
+        log=task.log,
+    )

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 import torch
@@ -37,17 +38,33 @@ def sequence_nll(lm: LoadedModel, text: str, **settings: Any) -> tuple[float, in
     return total, count
 
 
-def measured_nll(lm: LoadedModel, text: str, *, policy: str | Policy, cache_size: int, chunk_size: int | None = None,
-                 frozen: int | str = "auto", policy_options: dict[str, Any] | None = None,
-                 **run_settings: Any) -> tuple[float, int, Trace]:
+def measured_nll(
+    lm: LoadedModel,
+    text: str,
+    *,
+    policy: str | Policy,
+    cache_size: int,
+    chunk_size: int | None = None,
+    frozen: int | str = "auto",
+    policy_options: dict[str, Any] | None = None,
+    **run_settings: Any,
+) -> tuple[float, int, Trace]:
     """Summed next-token NLL (nats) of ``text`` (raw, no chat template) under eviction, the token count,
     and the run's trace (its refreshes, times and peak cache).
 
     ``frozen="auto"`` freezes nothing in raw text (only StreamingLLM keeps its 4 sinks); an int gives
     every policy that many never-evicted leading tokens. ``run_settings``: other RunConfig fields
     (``recent``, ``granularity``, ``pool``, ``allocation``...)."""
-    config = RunConfig.of(policy, cache_size=cache_size, chunk_size=chunk_size, frozen=frozen, chat=False,
-                          max_new_tokens=1, policy_options=policy_options, **run_settings)
+    config = RunConfig.of(
+        policy,
+        cache_size=cache_size,
+        chunk_size=chunk_size,
+        frozen=frozen,
+        chat=False,
+        max_new_tokens=1,
+        policy_options=policy_options,
+        **run_settings,
+    )
     instance = policy if isinstance(policy, Policy) else None  # a built policy is what runs
     prepared = prepare(lm, text, config, instance)
     session = CacheSession(lm, prepared.config, policy=instance, prompt_length=len(prepared.prompt_ids))
@@ -68,19 +85,32 @@ class PerplexitySettings(Validated):
     tokens: int = whole("tokens", 2, default=2048)  # per segment of prose
     segments: int = whole("segments", 1, default=4)
     budgets: tuple[int, ...] = whole("budgets", 1, default=(64, 128, 256, 512), each=True)  # J in tokens; h = J/4
-    frozen: int | str = whole("frozen", 0, default="auto", words=("auto",))  # "auto": nothing frozen in raw text; 4: attention sinks for every policy
+    frozen: int | str = whole(
+        "frozen", 0, default="auto", words=("auto",)
+    )  # "auto": nothing frozen in raw text; 4: attention sinks for every policy
 
     @classmethod
-    def quick(cls) -> "PerplexitySettings":
+    def quick(cls) -> PerplexitySettings:
         return cls(tokens=128, segments=1, budgets=(32,))
 
 
-def run(lm: LoadedModel, specs: list[PolicySpec], settings: PerplexitySettings, out: Path, *, name: str = "perplexity",
-        fresh: bool = False, log: Callable[[str], None] = print, extra: Callable[[Trace], dict] | None = None,
-        extra_columns: tuple[str, ...] = ()) -> pd.DataFrame:
+def run(
+    lm: LoadedModel,
+    specs: list[PolicySpec],
+    settings: PerplexitySettings,
+    out: Path,
+    *,
+    name: str = "perplexity",
+    fresh: bool = False,
+    log: Callable[[str], None] = print,
+    extra: Callable[[Trace], dict] | None = None,
+    extra_columns: tuple[str, ...] = (),
+) -> pd.DataFrame:
     """Measure every missing (segment, policy, budget) row; ``full`` runs once per segment. ``extra``
     adds the ``extra_columns`` to every row, from its run's trace."""
-    table = ResultTable(out, name, COLUMNS + list(extra_columns), KEY, {"model": lm.name, **asdict(settings)}, fresh=fresh)
+    table = ResultTable(
+        out, name, COLUMNS + list(extra_columns), KEY, {"model": lm.name, **asdict(settings)}, fresh=fresh
+    )
     table.pin_policies([PolicySpec("full"), *specs])
     texts = prose_segments(lm.tokenizer, settings.tokens, settings.segments)
     cells = [(PolicySpec("full"), settings.tokens)] + [
@@ -91,12 +121,21 @@ def run(lm: LoadedModel, specs: list[PolicySpec], settings: PerplexitySettings, 
             if table.has(segment=segment, policy=spec.label, budget=budget):
                 continue
             started = time.perf_counter()
-            total, count, trace = measured_nll(lm, text, policy=spec.build(), cache_size=budget, frozen=settings.frozen,
-                                               **spec.run_settings(budget))
-            table.add({
-                "segment": segment, "policy": spec.label, "budget": budget, "tokens": count, "nll_sum": round(total, 4), "nll_mean": round(total / count, 5),
-                "seconds": round(time.perf_counter() - started, 3),
-            } | ({} if extra is None else extra(trace)))
+            total, count, trace = measured_nll(
+                lm, text, policy=spec.build(), cache_size=budget, frozen=settings.frozen, **spec.run_settings(budget)
+            )
+            table.add(
+                {
+                    "segment": segment,
+                    "policy": spec.label,
+                    "budget": budget,
+                    "tokens": count,
+                    "nll_sum": round(total, 4),
+                    "nll_mean": round(total / count, 5),
+                    "seconds": round(time.perf_counter() - started, 3),
+                }
+                | ({} if extra is None else extra(trace))
+            )
         log(f"{name}: segment {segment + 1}/{settings.segments} done")
     summary = summarise(table.frame())
     write_summary(out, name, summary)
@@ -114,11 +153,19 @@ def summarise(rows: pd.DataFrame) -> pd.DataFrame:
         nll = group["nll_sum"].sum() / group["tokens"].sum()
         reference = full.reindex(group["segment"])
         full_nll = reference["nll_sum"].sum() / reference["tokens"].sum()
-        out.append({
-            "policy": policy, "budget": budget, "segments": len(group), "tokens": int(group["tokens"].sum()),
-            "nll": nll, "perplexity": math.exp(nll), "full_nll": full_nll, "delta_nll": nll - full_nll,
-            "seconds_mean": group["seconds"].mean(),
-        })
+        out.append(
+            {
+                "policy": policy,
+                "budget": budget,
+                "segments": len(group),
+                "tokens": int(group["tokens"].sum()),
+                "nll": nll,
+                "perplexity": math.exp(nll),
+                "full_nll": full_nll,
+                "delta_nll": nll - full_nll,
+                "seconds_mean": group["seconds"].mean(),
+            }
+        )
     return pd.DataFrame(out)
 
 

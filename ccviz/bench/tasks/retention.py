@@ -10,9 +10,10 @@ match. The full cache runs once per case and is the ceiling for every budget.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 
@@ -27,8 +28,23 @@ from ..specs import PolicySpec, registered_specs
 from .survival import Prepared, case_runs, prepare, run_case, run_cells
 
 COLUMNS = [
-    "case", "kind", "fact_type", "position", "doc_tokens", "fact_start", "fact_tokens", "question_start",
-    "policy", "budget", "cache_size", "chunk_size", "survived", "kept_share", "answered", "output", "seconds",
+    "case",
+    "kind",
+    "fact_type",
+    "position",
+    "doc_tokens",
+    "fact_start",
+    "fact_tokens",
+    "question_start",
+    "policy",
+    "budget",
+    "cache_size",
+    "chunk_size",
+    "survived",
+    "kept_share",
+    "answered",
+    "output",
+    "seconds",
 ]
 KEY = ["case", "policy", "budget"]
 
@@ -38,12 +54,16 @@ class RetentionSettings(Validated):
     cases: int = whole("cases", 1, default=100)  # survival is measured on all of them
     accuracy_cases: int = whole("accuracy cases", 0, default=50)  # the first ones also generate an answer
     words: int = whole("words", 1, default=400)  # document body length (about 660 tokens with SmolLM2's tokenizer)
-    budgets: tuple[float, ...] = number("budgets", 0, 1, default=(0.1, 0.25, 0.5), each=True)  # J as a share of the document
-    max_new_tokens: int = whole("max new tokens", 1, default=24)  # the model restates the question before the value: 12 cut answers short
+    budgets: tuple[float, ...] = number(
+        "budgets", 0, 1, default=(0.1, 0.25, 0.5), each=True
+    )  # J as a share of the document
+    max_new_tokens: int = whole(
+        "max new tokens", 1, default=24
+    )  # the model restates the question before the value: 12 cut answers short
     seed: int = whole("seed", 0, default=0)
 
     @classmethod
-    def quick(cls) -> "RetentionSettings":
+    def quick(cls) -> RetentionSettings:
         return cls(cases=2, accuracy_cases=1, words=60, budgets=(0.5,), max_new_tokens=8)
 
 
@@ -78,28 +98,68 @@ def measure_cell(lm: LoadedModel, cell: RetentionCell) -> dict:
     outcome = run_case(lm, case.prompt, prepared, cell.spec, cell.budget, cell.max_new_tokens if cell.answer else 1)
     output = outcome.trace.output_text
     return {
-        "case": case.index, "kind": case.kind, "fact_type": case.fact_type, "position": round(case.position, 4),
-        "fact_start": prepared.required[0], "fact_tokens": len(prepared.required),
-        "policy": cell.spec.label, "budget": cell.budget, **outcome.columns(),
+        "case": case.index,
+        "kind": case.kind,
+        "fact_type": case.fact_type,
+        "position": round(case.position, 4),
+        "fact_start": prepared.required[0],
+        "fact_tokens": len(prepared.required),
+        "policy": cell.spec.label,
+        "budget": cell.budget,
+        **outcome.columns(),
         "answered": int(answer_matches(output, case.answer)) if cell.answer else "",
         "output": output.strip() if cell.answer else "",
     } | ({} if cell.extra is None else cell.extra(outcome.trace, prepared))
 
 
-def run(lm: LoadedModel, specs: list[PolicySpec], settings: RetentionSettings, out: Path, *, name: str = "retention",
-        fresh: bool = False, log: Callable[[str], None] = print, extra: Extra | None = None,
-        extra_columns: tuple[str, ...] = (), workers: Workers = Workers(),
-        model_args: dict[str, Any] | None = None) -> pd.DataFrame:
+def run(
+    lm: LoadedModel,
+    specs: list[PolicySpec],
+    settings: RetentionSettings,
+    out: Path,
+    *,
+    name: str = "retention",
+    fresh: bool = False,
+    log: Callable[[str], None] = print,
+    extra: Extra | None = None,
+    extra_columns: tuple[str, ...] = (),
+    workers: Workers = Workers(),
+    model_args: dict[str, Any] | None = None,
+) -> pd.DataFrame:
     """Measure every missing row (case-major, so an interrupted run leaves every cell equally filled);
     ``extra`` adds the ``extra_columns`` to every row. Rows are independent, so ``workers`` may spread
     them (:mod:`..dispatch`; worker processes load the model from ``model_args``)."""
     runs = case_runs(specs, settings.budgets)
-    cells = [RetentionCell(index, settings.words, settings.seed, spec, budget, index < settings.accuracy_cases,
-                           settings.max_new_tokens, extra)
-             for index in range(settings.cases) for spec, budget in runs]
-    return run_cells(name, lm, cells, specs, asdict(settings), out, columns=COLUMNS + list(extra_columns), key=KEY,
-                     measure=measure_cell, summarise=summarise, workers=workers, model_args=model_args or {},
-                     fresh=fresh, log=log)
+    cells = [
+        RetentionCell(
+            index,
+            settings.words,
+            settings.seed,
+            spec,
+            budget,
+            index < settings.accuracy_cases,
+            settings.max_new_tokens,
+            extra,
+        )
+        for index in range(settings.cases)
+        for spec, budget in runs
+    ]
+    return run_cells(
+        name,
+        lm,
+        cells,
+        specs,
+        asdict(settings),
+        out,
+        columns=COLUMNS + list(extra_columns),
+        key=KEY,
+        measure=measure_cell,
+        summarise=summarise,
+        workers=workers,
+        model_args=model_args or {},
+        fresh=fresh,
+        log=log,
+    )
 
 
 def summarise(rows: pd.DataFrame) -> pd.DataFrame:
@@ -114,17 +174,36 @@ def summarise(rows: pd.DataFrame) -> pd.DataFrame:
         n_a, k_a, accuracy, a_low, a_high = binomial_rate(group["answered"])
         answered_cases = group.loc[pd.to_numeric(group["answered"], errors="coerce").notna(), "case"]
         _, _, ceiling, _, _ = binomial_rate(full.reindex(answered_cases))
-        out.append({
-            "policy": policy, "budget": budget, "cache_size_mean": group["cache_size"].mean(),
-            "survival_n": n_s, "survival": survival, "survival_low": s_low, "survival_high": s_high,
-            "kept_share": group["kept_share"].mean(),
-            "accuracy_n": n_a, "accuracy": accuracy, "accuracy_low": a_low, "accuracy_high": a_high,
-            "full_accuracy": ceiling, "seconds_mean": group["seconds"].mean(),
-        })
+        out.append(
+            {
+                "policy": policy,
+                "budget": budget,
+                "cache_size_mean": group["cache_size"].mean(),
+                "survival_n": n_s,
+                "survival": survival,
+                "survival_low": s_low,
+                "survival_high": s_high,
+                "kept_share": group["kept_share"].mean(),
+                "accuracy_n": n_a,
+                "accuracy": accuracy,
+                "accuracy_low": a_low,
+                "accuracy_high": a_high,
+                "full_accuracy": ceiling,
+                "seconds_mean": group["seconds"].mean(),
+            }
+        )
     return pd.DataFrame(out)
 
 
 def run_task(task: TaskRun) -> None:
     """``bench retention``: every registered policy unless ``--policy`` names others."""
-    run(task.lm, task.specs or registered_specs(), task.settings, task.out, workers=task.workers,
-        model_args=task.model_args, fresh=task.fresh, log=task.log)
+    run(
+        task.lm,
+        task.specs or registered_specs(),
+        task.settings,
+        task.out,
+        workers=task.workers,
+        model_args=task.model_args,
+        fresh=task.fresh,
+        log=task.log,
+    )

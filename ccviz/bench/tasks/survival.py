@@ -74,19 +74,29 @@ class Outcome:
         """The columns every survival row shares."""
         required = len(self.prepared.required)
         return {
-            "cache_size": self.cache_size, "chunk_size": self.trace.run_config.chunk_size,
-            "doc_tokens": self.prepared.doc_tokens, "question_start": self.prepared.question_start,
-            "survived": int(self.kept == required), "kept_share": round(self.kept / required, 4),
+            "cache_size": self.cache_size,
+            "chunk_size": self.trace.run_config.chunk_size,
+            "doc_tokens": self.prepared.doc_tokens,
+            "question_start": self.prepared.question_start,
+            "survived": int(self.kept == required),
+            "kept_share": round(self.kept / required, 4),
             "seconds": round(self.trace.timings["total_seconds"], 3),
         }
 
 
-def run_case(lm: LoadedModel, prompt: str, prepared: Prepared, spec: PolicySpec, budget: float,
-             max_new_tokens: int) -> Outcome:
+def run_case(
+    lm: LoadedModel, prompt: str, prepared: Prepared, spec: PolicySpec, budget: float, max_new_tokens: int
+) -> Outcome:
     """Generate greedily from ``prompt`` under ``spec`` at ``budget`` and read what survived to the question."""
     cache_size = cache_size_for(budget, prepared.doc_tokens)
-    trace = generate(lm, prompt, policy=spec.build(), cache_size=cache_size, max_new_tokens=max_new_tokens,
-                     **spec.run_settings(cache_size))
+    trace = generate(
+        lm,
+        prompt,
+        policy=spec.build(),
+        cache_size=cache_size,
+        max_new_tokens=max_new_tokens,
+        **spec.run_settings(cache_size),
+    )
     return Outcome(trace, cache_size, kept_before(trace, prepared.required, prepared.question_start), prepared)
 
 
@@ -100,10 +110,23 @@ class Cell(Protocol):
         """The row's key columns (:attr:`.results.ResultTable.key`)."""
 
 
-def run_cells(name: str, lm: LoadedModel | None, cells: Sequence[Cell], specs: Sequence[PolicySpec],
-              settings: dict[str, Any], out: Path, *, columns: list[str], key: list[str], measure: Measure,
-              summarise: Callable[[pd.DataFrame], pd.DataFrame], workers: Workers, model_args: dict[str, Any],
-              fresh: bool, log: Callable[[str], None]) -> pd.DataFrame:
+def run_cells(
+    name: str,
+    lm: LoadedModel | None,
+    cells: Sequence[Cell],
+    specs: Sequence[PolicySpec],
+    settings: dict[str, Any],
+    out: Path,
+    *,
+    columns: list[str],
+    key: list[str],
+    measure: Measure,
+    summarise: Callable[[pd.DataFrame], pd.DataFrame],
+    workers: Workers,
+    model_args: dict[str, Any],
+    fresh: bool,
+    log: Callable[[str], None],
+) -> pd.DataFrame:
     """Measure every cell not yet in ``<out>/<name>.csv`` with ``measure`` (a module-level function), rows
     appended as they finish; the summary of what is there (also after an interruption)."""
     model = lm.name if lm is not None else model_name(model_args.get("name_or_path"))
