@@ -148,7 +148,8 @@ def _summary(trace) -> str:
     run = trace.run_config
     lines = [
         f"policy {run.describe()} · {run.describe_budget()}",
-        f"prompt {trace.prompt_length} tokens, generated {len(trace.tokens) - trace.prompt_length} ({trace.stop_reason})",
+        f"prompt {trace.prompt_length} tokens, "
+        f"generated {len(trace.tokens) - trace.prompt_length} ({trace.stop_reason})",
         f"refreshes {len(trace.cycles)}, final cache {kept} entries, peak {trace.peak_cache_length} "
         f"({trace.peak_cache_bytes / 2**20:.1f} MiB of K/V)",
         f"time: prefill {t['prefill_seconds']:.2f} s, decode {t['decode_seconds']:.2f} s, "

@@ -1,4 +1,5 @@
-"""Counter-causal surprise (docs/method.md#counter-causal-surprise): how surprising each cached token is given what follows it.
+"""Counter-causal surprise (docs/method.md#counter-causal-surprise): how surprising each cached token is given
+what follows it.
 
 A fresh residual stream is run over the *cached* keys/values with a reversed mask: entry i attends only to
 entries j > i + min_gap. Nothing is recomputed for the keys: the queries are new, the K/V are the cache's.
@@ -102,9 +103,10 @@ def _banded(
     rows = blocks * width
     qb = F.pad(q[0, :, : n - shift], (0, 0, 0, rows - (n - shift))).view(heads, blocks, width, d).transpose(0, 1)
     padded = rows - width + span  # keys read from entry `shift` on, padded past the last entry
-    unfold = lambda t: (
-        F.pad(t[0, :, shift:], (0, 0, 0, padded - (n - shift))).unfold(1, span, width).permute(1, 0, 3, 2)
-    )  # noqa: E731
+
+    def unfold(t: torch.Tensor) -> torch.Tensor:
+        return F.pad(t[0, :, shift:], (0, 0, 0, padded - (n - shift))).unfold(1, span, width).permute(1, 0, 3, 2)
+
     offset = torch.arange(span, device=q.device)
     band = (offset[None] >= torch.arange(width, device=q.device)[:, None]) & (
         offset[None] < torch.arange(width, device=q.device)[:, None] + width

@@ -231,7 +231,7 @@ class Trace:
             error=error,
         )
         try:  # every view reads the config as a RunConfig: a bad one fails here, not half-way through a page
-            trace.run_config
+            _ = trace.run_config
         except CcvizError as err:
             _expect(False, f"config: {err}")
         return trace
@@ -359,21 +359,22 @@ def _members(raw: dict, where: str, n: int) -> tuple[list[str] | None, list[list
         _expect(head_kept is None, f"{where}.head_kept needs layer_kept")
         return None, None
     layers = [
-        _bits(bits, f"{where}.layer_kept[{l}]", n) for l, bits in enumerate(_list(layer_kept, f"{where}.layer_kept"))
+        _bits(bits, f"{where}.layer_kept[{layer}]", n)
+        for layer, bits in enumerate(_list(layer_kept, f"{where}.layer_kept"))
     ]
     covered = bool(layers) and bool(np.stack(layers).any(axis=0).all())
     _expect(covered, f"{where}.layer_kept must cover every kept entry")
     if head_kept is not None:
         heads = _list(head_kept, f"{where}.head_kept")
         _expect(len(heads) == len(layers), f"{where}.head_kept needs one list per layer")
-        for l, row in enumerate(heads):
+        for layer, row in enumerate(heads):
             sets = [
-                _bits(bits, f"{where}.head_kept[{l}][{h}]", n)
-                for h, bits in enumerate(_list(row, f"{where}.head_kept[{l}]"))
+                _bits(bits, f"{where}.head_kept[{layer}][{h}]", n)
+                for h, bits in enumerate(_list(row, f"{where}.head_kept[{layer}]"))
             ]
-            _expect(bool(sets) and len(sets) == len(heads[0]), f"{where}.head_kept[{l}] needs one set per KV head")
+            _expect(bool(sets) and len(sets) == len(heads[0]), f"{where}.head_kept[{layer}] needs one set per KV head")
             _expect(
-                np.array_equal(np.stack(sets).any(axis=0), layers[l]),
-                f"{where}.head_kept[{l}] must cover exactly layer_kept[{l}]",
+                np.array_equal(np.stack(sets).any(axis=0), layers[layer]),
+                f"{where}.head_kept[{layer}] must cover exactly layer_kept[{layer}]",
             )
     return layer_kept, head_kept

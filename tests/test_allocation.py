@@ -19,8 +19,8 @@ from ccviz.scoring import causal_pass, surprise_from_cache
 
 TEXT = (
     "Patient record 4471. Mrs. Okafor, 68, was admitted with chest pain. She is allergic to latex. An ECG showed no "
-    "acute changes and troponin was normal. Her daughter, Ada, brought the medication list: aspirin 81 mg, atorvastatin "
-    "40 mg and lisinopril 10 mg. She was discharged on day three with a follow-up in clinic KX-4817."
+    "acute changes and troponin was normal. Her daughter, Ada, brought the medication list: aspirin 81 mg, "
+    "atorvastatin 40 mg and lisinopril 10 mg. She was discharged on day three with a follow-up in clinic KX-4817."
 )
 
 

@@ -53,7 +53,10 @@ from ccviz.ui.state import result_store
 from ccviz.ui.uploads import decode_document, read_trace
 from ccviz.worker.tasks import RunTask
 
-HOSTILE = "Tag test <script>window.pwned=1</script> and <img src=x onerror=alert(2)> with a bell \x07 and \x1b[31mred\x1b[0m. Done."
+HOSTILE = (
+    "Tag test <script>window.pwned=1</script> and <img src=x onerror=alert(2)> "
+    "with a bell \x07 and \x1b[31mred\x1b[0m. Done."
+)
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256))
 
 
@@ -279,7 +282,8 @@ def _escaped_hover(chart) -> bool:
 
 
 def test_widgets_take_their_bounds_from_the_rules_the_engine_checks(app):
-    """One declaration (ccviz.fields): a policy option's rule and RunConfig's bound the widgets, so they refuse what the engine would."""
+    """One declaration (ccviz.fields): a policy option's rule and RunConfig's bound the widgets, so they refuse
+    what the engine would."""
     from ccviz.engine import RunConfig
     from ccviz.fields import rule_of
     from ccviz.policies import POLICIES

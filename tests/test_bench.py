@@ -243,7 +243,8 @@ def test_perplexity_under_full_equals_the_models_teacher_forced_nll(fixture, req
     assert total / count == pytest.approx(expected / count, abs=1e-4)  # nats per token
 
 
-@pytest.mark.slow  # 30-45 s on SmolLM2; the default run checks the full cache's NLL on SmolLM2 and the task on the tiny model
+# Slow: 30-45 s on SmolLM2; the default run checks the full cache's NLL on SmolLM2 and the task on the tiny model.
+@pytest.mark.slow
 def test_perplexity_rises_when_a_small_window_forgets_the_context(smollm):
     text = make_case(2, words=60).prompt
     full, count = sequence_nll(smollm, text, policy="full", cache_size=32)

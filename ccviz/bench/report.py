@@ -1,4 +1,5 @@
-"""Markdown tables of the benchmark summaries, with where and when they were measured (docs/benchmarks.md#results-on-this-machine)."""
+"""Markdown tables of the benchmark summaries, with where and when they were measured
+(docs/benchmarks.md#results-on-this-machine)."""
 
 from __future__ import annotations
 
@@ -38,7 +39,8 @@ def _markdown(frame: pd.DataFrame) -> str:
 
 
 def _pivot(summary: pd.DataFrame, cell: Callable[[pd.Series], str], column: Callable[[Any], str]) -> pd.DataFrame:
-    """Policies as rows (in the rows' order: :func:`.results.read_frame` puts them in policy order), budgets as columns."""
+    """Policies as rows (in the rows' order: :func:`.results.read_frame` puts them in policy order), budgets as
+    columns."""
     cells = summary.assign(cell=summary.apply(cell, axis=1), column=summary["budget"].map(column))
     table = cells.pivot(index="policy", columns="column", values="cell")
     order = [c for c in dict.fromkeys(cells["column"]) if c in table.columns]
@@ -48,7 +50,8 @@ def _pivot(summary: pd.DataFrame, cell: Callable[[pd.Series], str], column: Call
 def provenance_line(meta: dict[str, Any]) -> str:
     dirty = " + uncommitted changes" if meta.get("dirty") else ""
     return (
-        f"_Measured {meta['date'][:10]} at commit `{meta['commit']}`{dirty} on {meta['machine']}, torch {meta['torch']} "
+        f"_Measured {meta['date'][:10]} at commit `{meta['commit']}`{dirty} on {meta['machine']}, "
+        f"torch {meta['torch']} "
         f"({meta['torch_threads']} threads), {meta['settings'].get('model', '?')}; settings: "
         + ", ".join(f"{k}={v}" for k, v in meta["settings"].items() if k != "model")
         + "._"

@@ -39,9 +39,10 @@ class RunConfig:
     KV heads (``allocation``, ``pyramid_beta``: :mod:`ccviz.engine.allocation`) and decoding.
 
     ``chunk_size=None`` means h = J/4 (the paper's), ``frozen="auto"`` the chat template up to the
-    user-turn header (0 in raw text), ``recent=None`` and ``granularity=None`` the policy's own defaults, ``prefill_step=None``
-    h tokens per prefill forward. ``policy_options`` may be given as a dict; it is stored as sorted
-    (name, value) pairs, so equal settings are equal (and hash equal) however they were written.
+    user-turn header (0 in raw text), ``recent=None`` and ``granularity=None`` the policy's own defaults,
+    ``prefill_step=None`` h tokens per prefill forward. ``policy_options`` may be given as a dict; it is
+    stored as sorted (name, value) pairs, so equal settings are equal (and hash equal) however they were
+    written.
 
     ``policy_class`` ("module:QualName") names the class to build when it is not the one registered
     as ``policy`` (a built policy that was never registered; :meth:`of` sets it): a trace of such a run
@@ -162,7 +163,8 @@ class RunConfig:
         granularity = self.granularity or policy.default_granularity
         if self.allocation != "uniform" and granularity != "token":
             raise CcvizError(
-                f"allocation {self.allocation!r} keeps single tokens per layer: use granularity 'token', or allocation 'uniform' for {granularity} units"
+                f"allocation {self.allocation!r} keeps single tokens per layer: use granularity 'token', "
+                f"or allocation 'uniform' for {granularity} units"
             )
         check_allocation(self.allocation, policy)
         return dataclasses.replace(  # the policy is at hand: it is not built again (its class may not be importable)

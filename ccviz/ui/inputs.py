@@ -26,7 +26,8 @@ from .uploads import decode_document
 
 DEFAULT_TEXT = (
     "The museum's night guard, Tomas, keeps the spare key to the east wing in a blue tin under the reception desk. "
-    "Every evening he walks the galleries twice, checks the windows, and writes the temperature of each room in a logbook.\n\n"
+    "Every evening he walks the galleries twice, checks the windows, "
+    "and writes the temperature of each room in a logbook.\n\n"
     "Where is the spare key to the east wing kept?"
 )
 SESSION = "session"  # widget values survive page switches
@@ -156,7 +157,8 @@ def policy_input(
 
 
 def unit_input(key: str, policy: str) -> dict[str, str | None]:
-    """The unit of the keep decision (RunConfig's ``granularity`` and ``pool``): any policy by token, word or sentence."""
+    """The unit of the keep decision (RunConfig's ``granularity`` and ``pool``): any policy by token, word or
+    sentence."""
     granularities = ("default", *rule_of(RunConfig, "granularity").choices)
     choice = st.segmented_control(
         "Keep whole",

@@ -79,8 +79,8 @@ class Job:
     ``results[i]`` is task i's result (a partial trace if it was cancelled or failed part-way; None
     if it produced nothing); ``errors`` holds one line per failed task. ``live`` is the running task's
     trace so far, replaced by a fresh snapshot after every refresh (so a page can draw it while the
-    thread goes on), and kept when the task ends: its last state is the final trace's refreshes. A cancelled job stops after the
-    running task and keeps everything done so far.
+    thread goes on), and kept when the task ends: its last state is the final trace's refreshes. A cancelled
+    job stops after the running task and keeps everything done so far.
 
     ``owner_connected`` says whether the browser session that started the job is still there. A job
     whose owner has been gone for ``abandon_after`` seconds stops like a cancelled one (``abandoned``

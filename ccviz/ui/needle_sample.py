@@ -109,7 +109,10 @@ def needle_generator() -> None:
             format_func=TASK_LABELS.get,
             persist_state="session",
             key="needle.task",
-            help="RULER-style tasks place their needles by the seed; the depth applies to one needle and to multikey's target.",
+            help=(
+                "RULER-style tasks place their needles by the seed; "
+                "the depth applies to one needle and to multikey's target."
+            ),
         )
         st.number_input("Seed", min_value=0, value=0, step=1, persist_state="session", key="needle.seed")
         st.button(

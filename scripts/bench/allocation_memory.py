@@ -55,7 +55,8 @@ def main() -> None:
                 worst = max(worst, memory)
             print(
                 f"| {spec.name} | {allocation} | {budget} | {cell['peak_cache_mb']:.2f} | {memory:.3f}x | "
-                f"{cell['refresh_seconds']:.2f} | {cell['refresh_seconds'] / max(base['refresh_seconds'], 1e-9):.2f}x |",
+                f"{cell['refresh_seconds']:.2f} | "
+                f"{cell['refresh_seconds'] / max(base['refresh_seconds'], 1e-9):.2f}x |",
                 flush=True,
             )
     print(

@@ -44,7 +44,8 @@ def retention(results: Path) -> None:
     cells = read_frame(results / "allocation" / "allocation_retention.csv")
     uniform = read_frame(results / "retention.csv")
     print(
-        "| policy | allocation | J | cases | survival: uniform / this | kept / lost vs uniform | layers holding the fact | answered: uniform / this (sign test) |"
+        "| policy | allocation | J | cases | survival: uniform / this | kept / lost vs uniform "
+        "| layers holding the fact | answered: uniform / this (sign test) |"
     )
     print("|---|---|---|---|---|---|---|---|")
     for name, allocation, budget, group, base in _paired(cells, uniform, "case"):

@@ -142,7 +142,8 @@ def main() -> None:
     for label, seconds in medians.items():
         print(f"{label:55s} {seconds:8.2f} {seconds / baseline:7.2f}")
     print(
-        f"one gc.collect(2) here: {collect_before:.0f} ms with the model loaded, {collect_after:.0f} ms without it after gc.freeze()"
+        f"one gc.collect(2) here: {collect_before:.0f} ms with the model loaded, "
+        f"{collect_after:.0f} ms without it after gc.freeze()"
     )
     print("target: job path / direct <= 1.15")
 

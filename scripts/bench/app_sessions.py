@@ -14,8 +14,8 @@ requirements: ``bash scripts/install.sh --test``). Measured, with ratios to base
 Every measured run is in a new tab (its own session, no earlier result on its page) and changes
 "Max new tokens" (64, 63, ...: every run stops at EOS long before) so nothing comes from the result
 cache; a warm-up run loads the model first, so the script also measures an app from before issue 11
-(copy it, tests/browser_support.py and ccviz/bench/timing.py into an older checkout). Targets (issue 11): engine time in the app / direct <= 1.15; three
-together <= 1.3x the sum of solo times; click to heatmap <= 5 s.
+(copy it, tests/browser_support.py and ccviz/bench/timing.py into an older checkout). Targets: engine time in
+the app / direct <= 1.15; three together <= 1.3x the sum of solo times; click to heatmap <= 5 s.
 Run: ``python scripts/bench/app_sessions.py [--repeats 3]``
 """
 
@@ -143,15 +143,18 @@ def main() -> None:
     print(f"fresh server to 'model ready' in the status line: {ready}")
     print(f"1,000-token record, direct generate:              {direct_s:6.2f} s")
     print(
-        f"  same run in the app, engine time (Total time):  {engine_s:6.2f} s   ratio {engine_s / direct_s:.2f}   target <= 1.15"
+        f"  same run in the app, engine time (Total time):  {engine_s:6.2f} s   "
+        f"ratio {engine_s / direct_s:.2f}   target <= 1.15"
     )
     print(
-        f"  same run in the app, click to heatmap:          {click_s:6.2f} s   ratio {click_s / direct_s:.2f}   target <= 5 s"
+        f"  same run in the app, click to heatmap:          {click_s:6.2f} s   "
+        f"ratio {click_s / direct_s:.2f}   target <= 5 s"
     )
     print(f"  the app's own share of it (click to heatmap - engine time): {click_s - engine_s:.2f} s")
     print(f"three ~350-token documents, solo: {', '.join(f'{s:.2f}' for s in solo)} s (sum {sum(solo):.2f} s)")
     print(
-        f"  clicked together, each: {', '.join(f'{s:.2f}' for s in together) or '-'} s; first click to last result {last}"
+        f"  clicked together, each: {', '.join(f'{s:.2f}' for s in together) or '-'} s; "
+        f"first click to last result {last}"
     )
     print(f"  together / sum of solo: {ratio}   target <= 1.3")
 

@@ -31,7 +31,10 @@ from browser_support import chromium, idle, metric, model_ready, open_page, past
 
 CLINICAL = (ROOT / "assets" / "samples" / "clinical_record.md").read_text(encoding="utf-8")
 TIMEOUT_MS = 300_000
-LIVE_ROWS = "() => { const i = document.querySelector(\"img[alt^='retention so far']\"); return i ? parseInt(i.alt.split(': ')[1]) : 0; }"
+LIVE_ROWS = (
+    "() => { const i = document.querySelector(\"img[alt^='retention so far']\"); "
+    "return i ? parseInt(i.alt.split(': ')[1]) : 0; }"
+)
 FINAL_VIEW = "button:has-text('Download all figures')"
 
 

@@ -2,7 +2,8 @@
 N worker processes, in the same run, on the embedded SmolLM2. Prints both wall times and their ratio,
 and checks that both wrote the same rows (the timings column aside).
 
-    python scripts/bench/needle_workers.py --workers 2 --lengths 1000,2000 --depths 0,0.5,1 --policy sliding --policy snapkv
+    python scripts/bench/needle_workers.py --workers 2 --lengths 1000,2000 --depths 0,0.5,1 \\
+        --policy sliding --policy snapkv
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ def main() -> None:
     )
     print(header(f"needle grid, this process against {args.workers} worker processes"))
     print(
-        f"# {len(settings.lengths)} lengths x {len(settings.depths)} depths, {', '.join(s.label for s in specs)} and the full cache"
+        f"# {len(settings.lengths)} lengths x {len(settings.depths)} depths, "
+        f"{', '.join(s.label for s in specs)} and the full cache"
     )
     lm = load_model()
     with tempfile.TemporaryDirectory() as folder:
@@ -56,7 +58,8 @@ def main() -> None:
         ]
     print(f"this process      {serial:8.1f} s")
     print(
-        f"{args.workers} workers         {parallel:8.1f} s   ({serial / parallel:.2f}x faster, workers' model loading included)"
+        f"{args.workers} workers         {parallel:8.1f} s   "
+        f"({serial / parallel:.2f}x faster, workers' model loading included)"
     )
     print(f"same rows: {rows[0].equals(rows[1])}")
 

@@ -136,7 +136,10 @@ _MULTIVALUE = {  # the statement when one key has several values
     "identifier": "One of the access codes for the {key} is {value}.",
     "word": "One of the secret words for the {key} is {value}.",
 }
-_TRACKING_QUESTION = "Find all variables that are assigned the value {value} in the text above. Answer with their names, separated by commas."
+_TRACKING_QUESTION = (
+    "Find all variables that are assigned the value {value} in the text above. "
+    "Answer with their names, separated by commas."
+)
 
 
 @dataclass(frozen=True)

@@ -30,10 +30,8 @@ from . import perplexity, retention
 
 ABLATED_POLICIES = ("counter_causal", "counter_causal_fast")  # all layers, and the fast last-layer variant
 MIN_GAPS = (0, 2)
-SMOOTHING = (
-    0,
-    5,
-)  # off, and the 5-neighbour window that helped in the specification's first data point (docs/method.md#why-calibrated-scores)
+# Off, and the 5-neighbour window that helped in the method's first data point (docs/method.md#why-calibrated-scores).
+SMOOTHING = (0, 5)
 RETENTION_BUDGET = 0.25
 PERPLEXITY_BUDGET = 128
 # 24 specs x 100 cases would be ~3 CPU-hours; the ablation ranks variants on fact *survival* (the
