@@ -1,4 +1,4 @@
-"""The app under bad input, concurrent sessions and interrupted runs (issue 7, the app side).
+"""The app under bad input, concurrent sessions and interrupted runs.
 
 AppTest with the tiny random model drives the pages; upload handling and the job watchdog are also
 tested directly, and the rendering of any trace the loader accepts is checked property-based.

@@ -6,7 +6,7 @@ is the median wall time from start to finished trace, and its ratio to the direc
 the same run:
 
 - direct: ``generate`` in this process's main thread (the baseline);
-- before (issue 11): ``generate`` in a thread of the process that holds the model, while the main
+- before the model worker: ``generate`` in a thread of the process that holds the model, while the main
   thread does what the old server did for one watching session: ``gc.collect(2)`` after each rerun
   of the polling fragment, twice a second (Streamlit's ``runner.postScriptGC``);
 - job path: a :class:`ccviz.ui.jobs.Job` handed to a :class:`ccviz.worker.ModelWorker`, once this
@@ -18,7 +18,7 @@ The time of one ``gc.collect(2)`` in this process is printed for both states. On
 CPU the server takes is taken from the worker's two torch threads, so a busy server still slows a
 run: by competing for a core, no longer by holding the GIL.
 
-Target (issue 11): job path / direct <= 1.15. Run: ``python scripts/bench/app_overhead.py [--repeats 3]``
+Target: job path / direct <= 1.15. Run: ``python scripts/bench/app_overhead.py [--repeats 3]``
 """
 
 from __future__ import annotations

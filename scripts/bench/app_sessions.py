@@ -13,7 +13,7 @@ requirements: ``bash scripts/install.sh --test``). Measured, with ratios to base
 
 Every measured run is in a new tab (its own session, no earlier result on its page) and changes
 "Max new tokens" (64, 63, ...: every run stops at EOS long before) so nothing comes from the result
-cache; a warm-up run loads the model first, so the script also measures an app from before issue 11
+cache; a warm-up run loads the model first, so the script also measures an app from before the model worker
 (copy it, tests/browser_support.py and ccviz/bench/timing.py into an older checkout). Targets: engine time in
 the app / direct <= 1.15; three together <= 1.3x the sum of solo times; click to heatmap <= 5 s.
 Run: ``python scripts/bench/app_sessions.py [--repeats 3]``
@@ -106,7 +106,7 @@ def main() -> None:
         try:
             model_ready(page, TIMEOUT_MS)
             ready = f"{time.perf_counter() - started:6.2f} s"
-        except Exception:  # an app without a status line (before issue 11) loads on the first click
+        except Exception:  # an app without a status line (before the model worker) loads on the first click
             ready = "   n/a (no status line)"
         paste(page, "Warm-up: say hello.", next(max_new))
         wait_result(page, click_run(page))

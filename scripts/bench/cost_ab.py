@@ -15,7 +15,7 @@ shows there). Before timing, each child computes every case's scores once, and t
 A and B gave the same scores (bit for bit, or the largest difference).
 
 Only the public functions of ``ccviz.scoring`` and ``ccviz.models.load_model`` are used, so any revision
-since issue 3 can be measured. Run from the repository root:
+that has them can be measured. Run from the repository root:
 
     python scripts/bench/cost_ab.py --against 85706cf            # 85706cf (A) against this working tree (B)
     python scripts/bench/cost_ab.py --against 85706cf --rev HEAD --n 1280 --rounds 7 --threads 2

@@ -2,7 +2,7 @@
 
 The baseline is what generate's prefill does (``logits_to_keep=1``); the reference code's figures
 (docs/benchmarks.md#reference-figures) were measured against a forward that computed *all* logits, so that ratio is
-printed too. Targets (issue 3): full <= 1.0x, fast (logit or contrast) <= 0.03x at every n. Also
+printed too. Targets: full <= 1.0x, fast (logit or contrast) <= 0.03x at every n. Also
 reports the H^(L-1) buffer as a percentage of the K/V bytes.
 
 Run: ``python -m ccviz bench cost [--set sizes=640,1280,2560] [--set repeats=5]``

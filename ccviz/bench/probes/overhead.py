@@ -2,7 +2,7 @@
 
 Both run in this process on the same prompt and the same number of new tokens; decode speed of
 model.generate is (time for N tokens - time for 1 token) / (N - 1), i.e. without its prefill.
-Target (issue 2): ratio >= 0.9. Also: wall time of a 1,000-token prompt + 200 new tokens under
+Target: ratio >= 0.9. Also: wall time of a 1,000-token prompt + 200 new tokens under
 ``sliding`` at J=256, h=64.
 
 Run: ``python -m ccviz bench overhead [--set repeats=5]``
