@@ -14,7 +14,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..bench.budget import budget_text
-from .benchmarks import FULL, MARGIN, RATES
+from .benchmarks import FULL, RATES
+from .layout import legible
 
 MAP_SCALE = [[0.0, "#c92a2a"], [0.5, "#fcc419"], [1.0, "#2b8a3e"]]  # lost, half, kept
 DIFFERENCE_SCALE = "RdBu"
@@ -45,12 +46,11 @@ def _labels(grid: pd.DataFrame) -> list:
 
 
 def _axes(fig: go.Figure, title: str) -> go.Figure:
-    fig.update_layout(
-        title=dict(text=title, x=0.0), margin=MARGIN, height=440,
+    return legible(
+        fig, title=dict(text=title, x=0.0), height=440,
         xaxis=dict(title="context length (tokens)", type="category"),
         yaxis=dict(title="needle depth", type="category", autorange="reversed"),
     )
-    return fig
 
 
 def _stack(*grids: pd.DataFrame) -> list:
@@ -138,9 +138,8 @@ def ruler_figure(pooled: pd.DataFrame, measure: str = "survival") -> go.Figure:
         ceiling = pooled[(pooled["policy"] == FULL) & (pooled["task"] == task)]
         if not ceiling.empty:  # the full cache's rate on the same cases: what eviction can at best reach
             fig.add_vline(x=float(ceiling[measure].iloc[0]), line_dash="dot", line_color="#495057", row=1, col=column,
-                          annotation_text="full cache", annotation_position="bottom right")
+                          annotation_text="full cache", annotation_position="bottom left")
         fig.update_xaxes(tickformat=".0%", range=[0, 1.05], row=1, col=column)
     fig.update_yaxes(categoryorder="array", categoryarray=policies, autorange="reversed")  # first measured on top
-    fig.update_layout(title=dict(text=f"{title} on the RULER-style tasks", x=0.0), barmode="group",
-                      margin=MARGIN, height=160 + 30 * len(policies), legend=dict(title="budget"))
-    return fig
+    return legible(fig, title=dict(text=f"{title} on the RULER-style tasks", x=0.0), barmode="group",
+                   height=160 + 30 * len(policies), legend=dict(title="budget"))

@@ -1,0 +1,28 @@
+"""The one layout rule every Plotly figure of ccviz follows: margins that grow to fit their labels.
+
+Fixed pixel margins cut tick labels and put axis titles over them as soon as a label is wider than
+the guess (``100%``, a long policy spec, ``10^-6``). Plotly's own template turns ``automargin`` on,
+but importing Streamlit makes its ``streamlit`` template the default, which leaves it off: so every
+builder asks for it here, whatever template the figure is drawn with (the app, the HTML report, a
+notebook). The margins below are only minimums; Plotly widens each side to what its tick labels,
+axis titles, legend, colour bar and title need at the width the figure is drawn.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+MARGIN = dict(l=10, r=10, t=40, b=10)  # pixels each side at least; automargin adds what the labels need
+TITLE_PAD = dict(l=4, t=10, b=10)
+ABOVE_PLOT = 25  # pixels a row of subplot titles needs between the figure's title and the plot
+
+
+def legible(fig: go.Figure, **layout) -> go.Figure:
+    """``fig`` with ``layout`` applied and every axis and the title pushing the margins to fit their labels."""
+    above = any(a.yref == "paper" and (a.y or 0) >= 1 for a in fig.layout.annotations)  # subplot titles
+    fig.update_layout(margin=dict(MARGIN, t=MARGIN["t"] + ABOVE_PLOT * above), **layout)
+    fig.update_xaxes(automargin=True)
+    fig.update_yaxes(automargin=True)
+    if fig.layout.title.text:  # at the top left, clear of the edges, the plot and the legend below it
+        fig.update_layout(title=dict(automargin=True, xanchor="left", yanchor="top", pad=TITLE_PAD))
+    return fig
