@@ -14,6 +14,8 @@ import plotly.graph_objects as go
 
 MARGIN = dict(l=10, r=10, t=40, b=10)  # pixels each side at least; automargin adds what the labels need
 TITLE_PAD = dict(l=4, t=10, b=10)
+# A short legend below the plot, in one row, leaves the plot the figure's whole width (a long one stays at the right).
+LEGEND_BELOW = dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0, xanchor="left")
 ABOVE_PLOT = 25  # pixels a row of subplot titles needs between the figure's title and the plot
 
 

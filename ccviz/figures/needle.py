@@ -15,10 +15,11 @@ from plotly.subplots import make_subplots
 
 from ..bench.budget import budget_text
 from .benchmarks import FULL, RATES
-from .layout import legible
+from .layout import LEGEND_BELOW, legible
 
 MAP_SCALE = [[0.0, "#c92a2a"], [0.5, "#fcc419"], [1.0, "#2b8a3e"]]  # lost, half, kept
 DIFFERENCE_SCALE = "RdBu"
+CEILING = dict(dash="dot", color="#495057")  # the full cache's rate: the line each panel marks
 BUDGET_COLOURS = ("#4c6ef5", "#f76707", "#2b8a3e", "#ae3ec9")  # one per budget, the same in every task's panel
 
 
@@ -125,7 +126,7 @@ def ruler_figure(pooled: pd.DataFrame, measure: str = "survival") -> go.Figure:
     evicting = pooled[pooled["policy"] != FULL]
     tasks = list(dict.fromkeys(evicting["task"]))
     policies = list(dict.fromkeys(evicting["policy"]))
-    fig = make_subplots(rows=1, cols=max(len(tasks), 1), shared_yaxes=True, subplot_titles=tasks, horizontal_spacing=0.05)
+    fig = make_subplots(rows=1, cols=max(len(tasks), 1), shared_yaxes=True, subplot_titles=tasks, horizontal_spacing=0.1)
     colours = {budget: BUDGET_COLOURS[i % len(BUDGET_COLOURS)] for i, budget in enumerate(sorted(evicting["budget"].unique()))}
     for column, task in enumerate(tasks, start=1):
         for budget, group in evicting[evicting["task"] == task].groupby("budget", sort=True):
@@ -137,9 +138,11 @@ def ruler_figure(pooled: pd.DataFrame, measure: str = "survival") -> go.Figure:
             ), row=1, col=column)
         ceiling = pooled[(pooled["policy"] == FULL) & (pooled["task"] == task)]
         if not ceiling.empty:  # the full cache's rate on the same cases: what eviction can at best reach
-            fig.add_vline(x=float(ceiling[measure].iloc[0]), line_dash="dot", line_color="#495057", row=1, col=column,
-                          annotation_text="full cache", annotation_position="bottom left")
+            fig.add_vline(x=float(ceiling[measure].iloc[0]), line=CEILING, row=1, col=column)
         fig.update_xaxes(tickformat=".0%", range=[0, 1.05], row=1, col=column)
+    if (pooled["policy"] == FULL).any():  # one legend entry names the dotted lines (a label per panel would collide)
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=CEILING, name="full cache"), row=1, col=1)
     fig.update_yaxes(categoryorder="array", categoryarray=policies, autorange="reversed")  # first measured on top
+    fig.update_annotations(font_size=13)  # the task names above the panels stay apart on a narrow page
     return legible(fig, title=dict(text=f"{title} on the RULER-style tasks", x=0.0), barmode="group",
-                   height=160 + 30 * len(policies), legend=dict(title="budget"))
+                   height=190 + 30 * len(policies), legend=LEGEND_BELOW)
