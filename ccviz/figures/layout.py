@@ -12,19 +12,23 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-MARGIN = dict(l=10, r=10, t=40, b=10)  # pixels each side at least; automargin adds what the labels need
-TITLE_PAD = dict(l=4, t=10, b=10)
+MARGIN = dict(l=10, r=10, t=10, b=10)  # pixels each side at least; automargin adds what the labels need
+TITLE_GAP = 12  # pixels between the title and the plot (or the row of subplot titles above it)
+ABOVE_PLOT = 25  # pixels a row of subplot titles takes above the plot
 # A short legend below the plot, in one row, leaves the plot the figure's whole width (a long one stays at the right).
 LEGEND_BELOW = dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0, xanchor="left")
-ABOVE_PLOT = 25  # pixels a row of subplot titles needs between the figure's title and the plot
 
 
 def legible(fig: go.Figure, **layout) -> go.Figure:
-    """``fig`` with ``layout`` applied and every axis and the title pushing the margins to fit their labels."""
-    above = any(a.yref == "paper" and (a.y or 0) >= 1 for a in fig.layout.annotations)  # subplot titles
-    fig.update_layout(margin=dict(MARGIN, t=MARGIN["t"] + ABOVE_PLOT * above), **layout)
+    """``fig`` with ``layout`` applied and every axis and the title pushing the margins to fit their labels.
+
+    The title stands just above the plot (and above the subplot titles, when there are any), the top
+    margin growing to fit it: a title of two lines (``<br><sup>``) fits as well as one."""
+    fig.update_layout(margin=MARGIN, **layout)
     fig.update_xaxes(automargin=True)
     fig.update_yaxes(automargin=True)
-    if fig.layout.title.text:  # at the top left, clear of the edges, the plot and the legend below it
-        fig.update_layout(title=dict(automargin=True, xanchor="left", yanchor="top", pad=TITLE_PAD))
+    if fig.layout.title.text:
+        above = any(a.yref == "paper" and (a.y or 0) >= 1 for a in fig.layout.annotations)  # subplot titles
+        fig.update_layout(title=dict(automargin=True, yref="paper", y=1, yanchor="bottom", xanchor="left",
+                                     pad=dict(l=4, b=TITLE_GAP + ABOVE_PLOT * above)))
     return fig
