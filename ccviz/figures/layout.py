@@ -10,6 +10,8 @@ axis titles, legend, colour bar and title need at the width the figure is drawn.
 
 from __future__ import annotations
 
+import textwrap
+
 import plotly.graph_objects as go
 
 MARGIN = dict(l=10, r=10, t=10, b=10)  # pixels each side at least; automargin adds what the labels need
@@ -24,11 +26,17 @@ def legible(fig: go.Figure, **layout) -> go.Figure:
 
     The title stands just above the plot (and above the subplot titles, when there are any), the top
     margin growing to fit it: a title of two lines (``<br><sup>``) fits as well as one."""
-    fig.update_layout(margin=MARGIN, **layout)
+    above = any(a.yref == "paper" and (a.y or 0) >= 1 for a in fig.layout.annotations)  # subplot titles
+    fig.update_layout(margin=dict(MARGIN, t=MARGIN["t"] + ABOVE_PLOT * above), **layout)
     fig.update_xaxes(automargin=True)
     fig.update_yaxes(automargin=True)
     if fig.layout.title.text:
-        above = any(a.yref == "paper" and (a.y or 0) >= 1 for a in fig.layout.annotations)  # subplot titles
         fig.update_layout(title=dict(automargin=True, yref="paper", y=1, yanchor="bottom", xanchor="left",
                                      pad=dict(l=4, b=TITLE_GAP + ABOVE_PLOT * above)))
     return fig
+
+
+def wrapped(text: str, width: int) -> str:
+    """``text`` broken at spaces into lines of at most ``width`` characters (a word longer stays whole),
+    for a label above a panel that shares the figure's width with others."""
+    return "<br>".join(textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False)) or text

@@ -22,7 +22,7 @@ from ..errors import CcvizError
 from ..fields import is_number
 from ..trace import Trace
 from .data import cycle_scores, frozen_count, plot_label, robust_range, signals
-from .layout import legible
+from .layout import legible, wrapped
 from .png import png_bytes
 
 Colouring = Literal["timestep", "score", "source", "layers"]
@@ -258,7 +258,9 @@ def comparison_heatmaps(
     grids = [retention_grid(trace, colour, max_cells=max(1, max_cells // len(traces)),
                             layer=None if per_layer(trace)[0] is None else layer) for trace in traces]
     top = float(max(max(int(g.timesteps.max(initial=0)), 1) for g in grids))
-    fig = make_subplots(rows=1, cols=len(traces), subplot_titles=[plot_label(label) for label in labels], horizontal_spacing=0.03)
+    titles = [wrapped(plot_label(label), max(12, 60 // len(traces))) for label in labels]  # apart on a narrow page
+    fig = make_subplots(rows=1, cols=len(traces), subplot_titles=titles, horizontal_spacing=0.03)
+    fig.update_annotations(font_size=13)
     for i, grid in enumerate(grids, start=1):
         fig.add_trace(_heatmap_trace(grid), row=1, col=i)
         fig.update_yaxes(autorange="reversed", showgrid=False, zeroline=False, row=1, col=i, showticklabels=i == 1)
