@@ -140,9 +140,9 @@ def ruler_figure(pooled: pd.DataFrame, measure: str = "survival") -> go.Figure:
         if not ceiling.empty:  # the full cache's rate on the same cases: what eviction can at best reach
             fig.add_vline(x=float(ceiling[measure].iloc[0]), line=CEILING, row=1, col=column)
         fig.update_xaxes(tickformat=".0%", range=[0, 1.05], row=1, col=column)
-    if (pooled["policy"] == FULL).any():  # one legend entry names the dotted lines (a label per panel would collide)
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=CEILING, name="full cache"), row=1, col=1)
+    # the legend's title names the dotted lines once (a label in each panel collided with the next panel's)
+    legend = "dotted: the full cache · " * bool((pooled["policy"] == FULL).any()) + "budget"
     fig.update_yaxes(categoryorder="array", categoryarray=policies, autorange="reversed")  # first measured on top
     fig.update_annotations(font_size=13)  # the task names above the panels stay apart on a narrow page
     return legible(fig, title=dict(text=f"{title} on the RULER-style tasks", x=0.0), barmode="group",
-                   height=190 + 30 * len(policies), legend=LEGEND_BELOW)
+                   height=190 + 30 * len(policies), legend=dict(LEGEND_BELOW, title=legend))
