@@ -252,7 +252,8 @@ def test_a_folder_is_read_once_per_change_of_its_files_and_a_growing_run_shows_i
     rows = pd.read_csv(folder / "retention.csv")
     rows[rows.case == 0].to_csv(folder / "retention.csv", index=False)  # a run that has written its first case
     reads = []
-    monkeypatch.setattr(browse, "load_sections", lambda directory, read=browse.load_sections: reads.append(1) or read(directory))
+    read = browse.load_sections
+    monkeypatch.setattr(browse, "load_sections", lambda directory: reads.append(1) or read(directory))
     first = browse.cached_sections(folder)
     assert browse.cached_sections(folder) is first and len(reads) == 1  # a rerun: nothing read again
     assert any("1 of 2 cases so far" in gap for gap in first[0].incomplete)
@@ -260,7 +261,8 @@ def test_a_folder_is_read_once_per_change_of_its_files_and_a_growing_run_shows_i
     rows.to_csv(folder / "retention.csv", index=False)  # the run writes its second case
     grown = browse.cached_sections(folder)
     assert len(reads) == 2 and grown is not first and not grown[0].incomplete
-    assert int(grown[0].summaries["retention"]["survival_n"].max()) > int(first[0].summaries["retention"]["survival_n"].max())
+    cases = [int(sections[0].summaries["retention"]["survival_n"].max()) for sections in (first, grown)]
+    assert cases[1] > cases[0]
     assert browse.cached_sections(folder) is grown and len(reads) == 2
 
 

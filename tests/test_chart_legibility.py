@@ -14,12 +14,25 @@ import os
 from pathlib import Path
 
 import pytest
-from browser_support import ARTIFACTS, CHROMIUM, ROOT, RUN_TIMEOUT_MS, chromium, idle, model_ready, open_page, \
-    paste_document, photographed_on_failure, serve_app, set_number
+from browser_support import (
+    ARTIFACTS,
+    CHROMIUM,
+    ROOT,
+    RUN_TIMEOUT_MS,
+    chromium,
+    idle,
+    model_ready,
+    open_page,
+    paste_document,
+    photographed_on_failure,
+    serve_app,
+    set_number,
+)
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is absent: install Debian's chromium (apt-get install chromium)"),
+    pytest.mark.skipif(not Path(CHROMIUM).exists(),
+                       reason=f"{CHROMIUM} is absent: install Debian's chromium (apt-get install chromium)"),
 ]
 
 WIDE, NARROW = 1500, 1000  # window widths: the issue's, and a laptop's with the sidebar open

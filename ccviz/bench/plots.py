@@ -55,7 +55,8 @@ def line_chart(series: dict[str, list[tuple[float, float]]], *, title: str, x_la
         return TOP + (1 - (y - y_low) / (y_high - y_low)) * plot_h
 
     out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{HEIGHT}" font-family="sans-serif" font-size="12">',
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{HEIGHT}" '
+        'font-family="sans-serif" font-size="12">',
         f'<rect width="{width}" height="{HEIGHT}" fill="white"/>',
         f'<text x="{LEFT}" y="18" font-size="14" font-weight="bold">{escape(title)}</text>',
         f'<line x1="{LEFT}" y1="{TOP + plot_h}" x2="{LEFT + plot_w}" y2="{TOP + plot_h}" stroke="black"/>',

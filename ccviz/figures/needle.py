@@ -126,7 +126,8 @@ def ruler_figure(pooled: pd.DataFrame, measure: str = "survival") -> go.Figure:
     evicting = pooled[pooled["policy"] != FULL]
     tasks = list(dict.fromkeys(evicting["task"]))
     policies = list(dict.fromkeys(evicting["policy"]))
-    fig = make_subplots(rows=1, cols=max(len(tasks), 1), shared_yaxes=True, subplot_titles=tasks, horizontal_spacing=0.1)
+    fig = make_subplots(rows=1, cols=max(len(tasks), 1), shared_yaxes=True, subplot_titles=tasks,
+                        horizontal_spacing=0.1)
     colours = {budget: BUDGET_COLOURS[i % len(BUDGET_COLOURS)] for i, budget in enumerate(sorted(evicting["budget"].unique()))}
     for column, task in enumerate(tasks, start=1):
         for budget, group in evicting[evicting["task"] == task].groupby("budget", sort=True):
