@@ -4,7 +4,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from ccviz.bench.browse import command_for_all, load_sections, result_folders
+from ccviz.bench.browse import cached_sections, command_for_all, result_folders
 from ccviz.bench.reproduce import display_path
 from ccviz.bench.results import PUBLISHED, RESULTS_ENV, results_dir
 from ccviz.ui.bench_views import section_view
@@ -19,7 +19,7 @@ folder = Path(st.selectbox(
     "Results folder", folders, format_func=lambda path: display_path(Path(path)), key="bench.folder",
     help="The published run, and the follow-up measurements kept in folders next to it (each with its own command).",
 ) if len(folders) > 1 else folders[0])
-sections = load_sections(folder)  # read on every rerun: a run in progress shows its newest rows
+sections = cached_sections(folder)  # read again when its files change: a run in progress shows its newest rows
 everything = command_for_all(sections, folder)
 shown = display_path(folder)
 

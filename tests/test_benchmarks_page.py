@@ -177,7 +177,7 @@ def test_page_plots_a_quick_run_with_provenance_tables_and_commands(monkeypatch,
 
     charts = [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
     titles = [chart["layout"]["title"]["text"] for chart in charts]
-    assert [t.split(" ")[0] for t in titles] == ["Fact", "Answer", "Long-text", "Decode-heavy", "Refresh", "Refresh",
+    assert [t.split(" ")[0] for t in titles] == ["Fact", "Answer", "Long-text", "Where", "Refresh", "Refresh",
                                                  "Fact", "Fact", "Required", "Answer"]  # the needle map, then RULER's three
     summary = pd.read_csv(quick_results / "retention_summary.csv")
     for trace in charts[0]["data"]:  # what is drawn is what the harness summarised
@@ -241,6 +241,29 @@ def test_page_shows_partial_missing_and_unreadable_results_plainly(monkeypatch, 
     (folder / "decode.csv").write_text("prompt,policy\n0,full,extra,fields\n")
     at = _page(monkeypatch, folder)
     assert at.error and "could not read" in at.error[0].value
+
+
+def test_a_folder_is_read_once_per_change_of_its_files_and_a_growing_run_shows_its_new_rows(
+        monkeypatch, quick_results, tmp_path):
+    from ccviz.bench import browse
+
+    folder = tmp_path / "growing"
+    shutil.copytree(quick_results, folder)
+    rows = pd.read_csv(folder / "retention.csv")
+    rows[rows.case == 0].to_csv(folder / "retention.csv", index=False)  # a run that has written its first case
+    reads = []
+    read = browse.load_sections
+    monkeypatch.setattr(browse, "load_sections", lambda directory: reads.append(1) or read(directory))
+    first = browse.cached_sections(folder)
+    assert browse.cached_sections(folder) is first and len(reads) == 1  # a rerun: nothing read again
+    assert any("1 of 2 cases so far" in gap for gap in first[0].incomplete)
+
+    rows.to_csv(folder / "retention.csv", index=False)  # the run writes its second case
+    grown = browse.cached_sections(folder)
+    assert len(reads) == 2 and grown is not first and not grown[0].incomplete
+    cases = [int(sections[0].summaries["retention"]["survival_n"].max()) for sections in (first, grown)]
+    assert cases[1] > cases[0]
+    assert browse.cached_sections(folder) is grown and len(reads) == 2
 
 
 def test_page_on_an_empty_folder_says_which_command_produces_results(monkeypatch, tmp_path):

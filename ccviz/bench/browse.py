@@ -8,6 +8,7 @@ that reproduces it (:mod:`.reproduce`).
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -223,6 +224,42 @@ def load_sections(directory: Path) -> list[Section]:
         if not section.meta:  # not measured yet: propose the settings, model and threads of the others
             section.command = plain_command(section.task, quick, like, directory)
     return sections
+
+
+FilesKey = tuple[tuple[str, int, int], ...]  # (name, mtime in ns, size) of each file of a folder
+
+
+def files_key(directory: Path) -> FilesKey:
+    """What the files directly in ``directory`` are now: any row a run appends changes a size or an mtime."""
+    entries = []
+    for path in Path(directory).iterdir() if Path(directory).is_dir() else ():
+        try:
+            stat = path.stat()
+        except OSError:  # removed since it was listed (--fresh): the next key tells
+            continue
+        if path.is_file():
+            entries.append((path.name, stat.st_mtime_ns, stat.st_size))
+    return tuple(sorted(entries))
+
+
+_READ: dict[Path, tuple[FilesKey, list[Section]]] = {}  # folder -> its files' key and its sections, one per folder
+_READING = threading.Lock()  # one reader at a time: sessions opening the page together share the first one's work
+
+
+def cached_sections(directory: Path) -> list[Section]:
+    """:func:`load_sections` of ``directory``, read and summarised (figures drawn) once per change of its files.
+
+    Reading, summarising and drawing the published results takes seconds (the needle and RULER
+    summaries most); the page asks on every rerun of every session. The sections are shared between
+    sessions: treat them as read-only. A run still writing its rows changes the key, so its new rows
+    show at the next rerun."""
+    directory = Path(directory)
+    with _READING:
+        key = files_key(directory)
+        known = _READ.get(directory)
+        if known is None or known[0] != key:
+            known = _READ[directory] = key, load_sections(directory)
+        return known[1]
 
 
 def _folder_defaults(sections: list[Section]) -> tuple[bool, dict[str, Any]]:

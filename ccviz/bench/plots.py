@@ -18,6 +18,7 @@ from .registry import TASKS, load
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 720, 360, 60, 220, 30, 45
+CHAR_WIDTH = 7  # pixels a character of the 12 px sans-serif legend takes at most (about): long names widen the chart
 
 
 def _ticks(low: float, high: float, count: int = 5) -> list[float]:
@@ -45,6 +46,7 @@ def line_chart(series: dict[str, list[tuple[float, float]]], *, title: str, x_la
     if y_high == y_low:
         y_low, y_high = y_low - 1, y_high + 1
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+    width = max(WIDTH, LEFT + plot_w + 30 + CHAR_WIDTH * max(map(len, series), default=0) + 10)  # the legend fits
 
     def sx(x: float) -> float:
         return LEFT + ((math.log2(x) if log_x else x) - x_low) / (x_high - x_low) * plot_w
@@ -53,8 +55,9 @@ def line_chart(series: dict[str, list[tuple[float, float]]], *, title: str, x_la
         return TOP + (1 - (y - y_low) / (y_high - y_low)) * plot_h
 
     out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" font-family="sans-serif" font-size="12">',
-        f'<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>',
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{HEIGHT}" '
+        'font-family="sans-serif" font-size="12">',
+        f'<rect width="{width}" height="{HEIGHT}" fill="white"/>',
         f'<text x="{LEFT}" y="18" font-size="14" font-weight="bold">{escape(title)}</text>',
         f'<line x1="{LEFT}" y1="{TOP + plot_h}" x2="{LEFT + plot_w}" y2="{TOP + plot_h}" stroke="black"/>',
         f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{TOP + plot_h}" stroke="black"/>',
@@ -63,7 +66,7 @@ def line_chart(series: dict[str, list[tuple[float, float]]], *, title: str, x_la
         out.append(f'<line x1="{LEFT}" y1="{sy(y):.1f}" x2="{LEFT + plot_w}" y2="{sy(y):.1f}" stroke="#ddd"/>')
         out.append(f'<text x="{LEFT - 6}" y="{sy(y) + 4:.1f}" text-anchor="end">{y:g}</text>')
     for x in sorted({x for x, _ in points}):
-        out.append(f'<text x="{sx(x):.1f}" y="{TOP + plot_h + 16}" text-anchor="middle">{x:g}</text>')
+        out.append(f'<text x="{sx(x):.1f}" y="{TOP + plot_h + 19}" text-anchor="middle">{x:g}</text>')  # below y's 0
     out.append(f'<text x="{LEFT + plot_w / 2}" y="{HEIGHT - 8}" text-anchor="middle">{escape(x_label)}</text>')
     out.append(f'<text transform="translate(14 {TOP + plot_h / 2}) rotate(-90)" text-anchor="middle">{escape(y_label)}</text>')
     for i, (name, values) in enumerate(series.items()):
@@ -73,8 +76,8 @@ def line_chart(series: dict[str, list[tuple[float, float]]], *, title: str, x_la
         out.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"/>')
         out.extend(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="3" fill="{colour}"/>' for x, y in shown)
         legend_y = TOP + 14 + 16 * i
-        out.append(f'<rect x="{WIDTH - RIGHT + 12}" y="{legend_y - 9}" width="12" height="3" fill="{colour}"/>')
-        out.append(f'<text x="{WIDTH - RIGHT + 30}" y="{legend_y - 3}">{escape(name)}</text>')
+        out.append(f'<rect x="{LEFT + plot_w + 12}" y="{legend_y - 9}" width="12" height="3" fill="{colour}"/>')
+        out.append(f'<text x="{LEFT + plot_w + 30}" y="{legend_y - 3}">{escape(name)}</text>')
     out.append("</svg>")
     return "\n".join(out)
 

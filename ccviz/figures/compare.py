@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 from ..phrases import phrase_spans
 from ..trace import Trace
 from .data import plot_label, survived
+from .layout import legible
 
 
 def jaccard_matrix(traces: Sequence[Trace]) -> np.ndarray:
@@ -35,11 +36,10 @@ def overlap_heatmap(traces: Sequence[Trace], labels: Sequence[str]) -> go.Figure
             colorbar=dict(title="Jaccard"),
         )
     )
-    fig.update_layout(
-        title=dict(text="Kept-set overlap at the final refresh", x=0.0),
-        height=140 + 60 * len(labels), margin=dict(l=20, r=20, t=50, b=20), yaxis=dict(autorange="reversed"),
+    return legible(
+        fig, title=dict(text="Kept-set overlap at the final refresh", x=0.0),
+        height=140 + 60 * len(labels), yaxis=dict(autorange="reversed"),
     )
-    return fig
 
 
 @dataclass

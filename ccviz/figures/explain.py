@@ -14,6 +14,7 @@ from plotly.subplots import make_subplots
 from ..explain import Explanation
 from ..trace import Trace
 from .data import piece, plot_label
+from .layout import legible
 from .tokens import format_value, levels, render_spans, shade
 
 SCALE = "Blues"
@@ -45,12 +46,11 @@ def explanation_figure(explanation: Explanation, trace: Trace) -> go.Figure:
     for r in (1, 2):
         fig.add_vline(x=e.position, line=dict(color="#e45756", width=2, dash="dot"), row=r, col=1)
     fig.update_xaxes(title_text="cache entry (original timestep)", row=2, col=1)
-    fig.update_layout(
-        coloraxis=dict(colorscale=SCALE, cmin=0.0, colorbar=dict(title="weight")),
-        height=int(min(900, 260 + 2 * 14 * (len(e.counter_causal) + 1))), margin=dict(l=70, r=20, t=60, b=50),
+    return legible(
+        fig, coloraxis=dict(colorscale=SCALE, cmin=0.0, colorbar=dict(title="weight")),
+        height=int(min(900, 260 + 2 * 14 * (len(e.counter_causal) + 1))),
         title=dict(text=f"Refresh {e.refresh}: attention behind the decision on {me}", x=0.0),
     )
-    return fig
 
 
 def explanation_html(explanation: Explanation, trace: Trace) -> str:

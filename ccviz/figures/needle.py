@@ -14,10 +14,12 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..bench.budget import budget_text
-from .benchmarks import FULL, MARGIN, RATES
+from .benchmarks import FULL, RATES
+from .layout import LEGEND_BELOW, legible
 
 MAP_SCALE = [[0.0, "#c92a2a"], [0.5, "#fcc419"], [1.0, "#2b8a3e"]]  # lost, half, kept
 DIFFERENCE_SCALE = "RdBu"
+CEILING = dict(dash="dot", color="#495057")  # the full cache's rate: the line each panel marks
 BUDGET_COLOURS = ("#4c6ef5", "#f76707", "#2b8a3e", "#ae3ec9")  # one per budget, the same in every task's panel
 
 
@@ -45,12 +47,11 @@ def _labels(grid: pd.DataFrame) -> list:
 
 
 def _axes(fig: go.Figure, title: str) -> go.Figure:
-    fig.update_layout(
-        title=dict(text=title, x=0.0), margin=MARGIN, height=440,
+    return legible(
+        fig, title=dict(text=title, x=0.0), height=440,
         xaxis=dict(title="context length (tokens)", type="category"),
         yaxis=dict(title="needle depth", type="category", autorange="reversed"),
     )
-    return fig
 
 
 def _stack(*grids: pd.DataFrame) -> list:
@@ -125,7 +126,8 @@ def ruler_figure(pooled: pd.DataFrame, measure: str = "survival") -> go.Figure:
     evicting = pooled[pooled["policy"] != FULL]
     tasks = list(dict.fromkeys(evicting["task"]))
     policies = list(dict.fromkeys(evicting["policy"]))
-    fig = make_subplots(rows=1, cols=max(len(tasks), 1), shared_yaxes=True, subplot_titles=tasks, horizontal_spacing=0.05)
+    fig = make_subplots(rows=1, cols=max(len(tasks), 1), shared_yaxes=True, subplot_titles=tasks,
+                        horizontal_spacing=0.1)
     colours = {budget: BUDGET_COLOURS[i % len(BUDGET_COLOURS)] for i, budget in enumerate(sorted(evicting["budget"].unique()))}
     for column, task in enumerate(tasks, start=1):
         for budget, group in evicting[evicting["task"] == task].groupby("budget", sort=True):
@@ -137,10 +139,11 @@ def ruler_figure(pooled: pd.DataFrame, measure: str = "survival") -> go.Figure:
             ), row=1, col=column)
         ceiling = pooled[(pooled["policy"] == FULL) & (pooled["task"] == task)]
         if not ceiling.empty:  # the full cache's rate on the same cases: what eviction can at best reach
-            fig.add_vline(x=float(ceiling[measure].iloc[0]), line_dash="dot", line_color="#495057", row=1, col=column,
-                          annotation_text="full cache", annotation_position="bottom right")
+            fig.add_vline(x=float(ceiling[measure].iloc[0]), line=CEILING, row=1, col=column)
         fig.update_xaxes(tickformat=".0%", range=[0, 1.05], row=1, col=column)
+    # the legend's title names the dotted lines once (a label in each panel collided with the next panel's)
+    legend = "dotted: the full cache · " * bool((pooled["policy"] == FULL).any()) + "budget"
     fig.update_yaxes(categoryorder="array", categoryarray=policies, autorange="reversed")  # first measured on top
-    fig.update_layout(title=dict(text=f"{title} on the RULER-style tasks", x=0.0), barmode="group",
-                      margin=MARGIN, height=160 + 30 * len(policies), legend=dict(title="budget"))
-    return fig
+    fig.update_annotations(font_size=13)  # the task names above the panels stay apart on a narrow page
+    return legible(fig, title=dict(text=f"{title} on the RULER-style tasks", x=0.0), barmode="group",
+                   height=190 + 30 * len(policies), legend=dict(LEGEND_BELOW, title=legend))

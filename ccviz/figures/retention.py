@@ -22,6 +22,7 @@ from ..errors import CcvizError
 from ..fields import is_number
 from ..trace import Trace
 from .data import cycle_scores, frozen_count, plot_label, robust_range, signals
+from .layout import legible, wrapped
 from .png import png_bytes
 
 Colouring = Literal["timestep", "score", "source", "layers"]
@@ -196,16 +197,14 @@ def retention_heatmap(
     ``head``: one layer's (KV head's) cache of a per-layer run (see :func:`retention_grid`)."""
     grid = retention_grid(trace, colour, signal, max_cells, layer, head)
     fig = go.Figure(_heatmap_trace(grid))
-    fig.update_layout(
-        coloraxis=_colour_axis(colour, grid, zrange),
+    return legible(
+        fig, coloraxis=_colour_axis(colour, grid, zrange),
         title=dict(text=f"{plot_label(trace.config.get('policy', '?'))}<br><sup>{_subtitle(trace, grid, layer, head)}</sup>", x=0.0),
         height=_height(len(grid.rows)),
-        margin=dict(l=60, r=20, t=70, b=50),
         xaxis=dict(title="cache slot (position order)", showgrid=False, zeroline=False),
         yaxis=dict(title="refresh", autorange="reversed", showgrid=False, zeroline=False),
         plot_bgcolor="#f4f4f4",
     )
-    return fig
 
 
 def scale_colours(z: np.ndarray, colorscale, cmin: float, cmax: float, empty: tuple[int, int, int] = EMPTY_RGB) -> np.ndarray:
@@ -259,16 +258,15 @@ def comparison_heatmaps(
     grids = [retention_grid(trace, colour, max_cells=max(1, max_cells // len(traces)),
                             layer=None if per_layer(trace)[0] is None else layer) for trace in traces]
     top = float(max(max(int(g.timesteps.max(initial=0)), 1) for g in grids))
-    fig = make_subplots(rows=1, cols=len(traces), subplot_titles=[plot_label(label) for label in labels], horizontal_spacing=0.03)
+    titles = [wrapped(plot_label(label), max(12, 60 // len(traces))) for label in labels]  # apart on a narrow page
+    fig = make_subplots(rows=1, cols=len(traces), subplot_titles=titles, horizontal_spacing=0.03)
+    fig.update_annotations(font_size=13)
     for i, grid in enumerate(grids, start=1):
         fig.add_trace(_heatmap_trace(grid), row=1, col=i)
         fig.update_yaxes(autorange="reversed", showgrid=False, zeroline=False, row=1, col=i, showticklabels=i == 1)
         fig.update_xaxes(showgrid=False, zeroline=False, title_text="slot", row=1, col=i)
     fig.update_yaxes(title_text="refresh", row=1, col=1)
-    fig.update_layout(
-        coloraxis=_colour_axis(colour, grids[0], (0.0, top) if colour == "timestep" else None),
-        height=_height(max(len(g.rows) for g in grids)),
-        margin=dict(l=60, r=20, t=50, b=50),
-        plot_bgcolor="#f4f4f4",
+    return legible(
+        fig, coloraxis=_colour_axis(colour, grids[0], (0.0, top) if colour == "timestep" else None),
+        height=_height(max(len(g.rows) for g in grids)), plot_bgcolor="#f4f4f4",
     )
-    return fig
