@@ -15,10 +15,19 @@ ensure_app_frame()  # a fresh server's first request for a deep link: rerun it t
 st.title("Benchmarks")
 # $CCVIZ_BENCH_RESULTS, else the results published with this app, wherever the server was started from
 folders = [str(path) for path in result_folders(results_dir(default=Path(__file__).resolve().parents[1] / PUBLISHED))]
-folder = Path(st.selectbox(
-    "Results folder", folders, format_func=lambda path: display_path(Path(path)), key="bench.folder",
-    help="The published run, and the follow-up measurements kept in folders next to it (each with its own command).",
-) if len(folders) > 1 else folders[0])
+folder = Path(
+    st.selectbox(
+        "Results folder",
+        folders,
+        format_func=lambda path: display_path(Path(path)),
+        key="bench.folder",
+        help=(
+            "The published run, and the follow-up measurements kept in folders next to it (each with its own command)."
+        ),
+    )
+    if len(folders) > 1
+    else folders[0]
+)
 sections = cached_sections(folder)  # read again when its files change: a run in progress shows its newest rows
 everything = command_for_all(sections, folder)
 shown = display_path(folder)

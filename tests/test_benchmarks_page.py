@@ -34,17 +34,29 @@ NAN = float("nan")
 
 
 def _rate_row(policy, budget, survival, s_low, s_high, accuracy, a_low, a_high, n=10):
-    return dict(policy=policy, budget=budget, survival=survival, survival_low=s_low, survival_high=s_high,
-                survival_n=n, accuracy=accuracy, accuracy_low=a_low, accuracy_high=a_high, accuracy_n=n)
+    return dict(
+        policy=policy,
+        budget=budget,
+        survival=survival,
+        survival_low=s_low,
+        survival_high=s_high,
+        survival_n=n,
+        accuracy=accuracy,
+        accuracy_low=a_low,
+        accuracy_high=a_high,
+        accuracy_n=n,
+    )
 
 
-RETENTION = pd.DataFrame([
-    _rate_row("full", 1.0, 1.0, 0.72, 1.0, 0.7, 0.4, 0.89),
-    _rate_row("sliding", 0.5, 0.6, 0.31, 0.83, NAN, NAN, NAN, n=0),  # no accuracy measured in this cell
-    _rate_row("sliding", 0.1, 0.1, 0.02, 0.4, 0.0, 0.0, 0.28),
-    _rate_row("tova", 0.1, 0.3, 0.11, 0.6, 0.2, 0.06, 0.51),
-    _rate_row("tova", 0.5, 0.9, 0.6, 0.98, 0.5, 0.24, 0.76),
-])
+RETENTION = pd.DataFrame(
+    [
+        _rate_row("full", 1.0, 1.0, 0.72, 1.0, 0.7, 0.4, 0.89),
+        _rate_row("sliding", 0.5, 0.6, 0.31, 0.83, NAN, NAN, NAN, n=0),  # no accuracy measured in this cell
+        _rate_row("sliding", 0.1, 0.1, 0.02, 0.4, 0.0, 0.0, 0.28),
+        _rate_row("tova", 0.1, 0.3, 0.11, 0.6, 0.2, 0.06, 0.51),
+        _rate_row("tova", 0.5, 0.9, 0.6, 0.98, 0.5, 0.24, 0.76),
+    ]
+)
 
 
 def _policy_rows(frame: pd.DataFrame, policy: str, x: str, y: str) -> pd.DataFrame:
@@ -66,28 +78,42 @@ def test_rate_figures_plot_the_summary_with_wilson_bars_and_the_full_cache_ceili
 
 
 def test_perplexity_divergence_and_refresh_figures_plot_the_frame_numbers():
-    ppl = pd.DataFrame({
-        "policy": ["full", "sliding", "sliding", "h2o"], "budget": [2048, 128, 64, 64],
-        "nll": [3.1, 3.4, 3.9, 3.6], "perplexity": [math.exp(v) for v in (3.1, 3.4, 3.9, 3.6)],
-        "delta_nll": [0.0, 0.3, 0.8, 0.5],
-    })
+    ppl = pd.DataFrame(
+        {
+            "policy": ["full", "sliding", "sliding", "h2o"],
+            "budget": [2048, 128, 64, 64],
+            "nll": [3.1, 3.4, 3.9, 3.6],
+            "perplexity": [math.exp(v) for v in (3.1, 3.4, 3.9, 3.6)],
+            "delta_nll": [0.0, 0.3, 0.8, 0.5],
+        }
+    )
     fig = perplexity_figure(ppl)
     assert [t.name for t in fig.data] == ["sliding", "h2o"]
     assert list(fig.data[0].x) == [64, 128] and list(fig.data[0].y) == [3.9, 3.4]
     assert fig.layout.shapes[0].y0 == 3.1 and fig.layout.xaxis.type == "log"
 
-    decode = pd.DataFrame({
-        "policy": ["full", "tova", "tova"], "budget": [400, 64, 128], "first_divergence_median": [400, 12.5, 40],
-        "first_divergence_mean": [400, 15.0, 38.2], "repeated_4grams": [0.01, 0.3, 0.1], "prompts": [6, 6, 6],
-    })
+    decode = pd.DataFrame(
+        {
+            "policy": ["full", "tova", "tova"],
+            "budget": [400, 64, 128],
+            "first_divergence_median": [400, 12.5, 40],
+            "first_divergence_mean": [400, 15.0, 38.2],
+            "repeated_4grams": [0.01, 0.3, 0.1],
+            "prompts": [6, 6, 6],
+        }
+    )
     fig = divergence_figure(decode)
     assert [t.name for t in fig.data] == ["tova"] and list(fig.data[0].y) == [12.5, 40]
 
-    refresh = pd.DataFrame({
-        "policy": ["counter_causal", "sliding", "counter_causal", "sliding"], "n": [1024, 1024, 512, 512],
-        "ratio": [1.2, 2e-5, 0.6, 1e-5], "refresh_seconds": [0.12, 2e-6, 0.03, 5e-7],
-        "forward_seconds": [0.1, 0.1, 0.05, 0.05],
-    })
+    refresh = pd.DataFrame(
+        {
+            "policy": ["counter_causal", "sliding", "counter_causal", "sliding"],
+            "n": [1024, 1024, 512, 512],
+            "ratio": [1.2, 2e-5, 0.6, 1e-5],
+            "refresh_seconds": [0.12, 2e-6, 0.03, 5e-7],
+            "forward_seconds": [0.1, 0.1, 0.05, 0.05],
+        }
+    )
     fig = refresh_cost_figure(refresh)
     assert [t.name for t in fig.data] == ["counter_causal", "sliding"]
     assert list(fig.data[0].x) == [512, 1024] and list(fig.data[0].y) == [0.6, 1.2]
@@ -112,31 +138,50 @@ def _meta(settings: dict, threads: int = 1) -> dict:
 def test_the_reproduce_command_is_rebuilt_from_the_recorded_settings():
     defaults = {"model": "SmolLM2-135M-Instruct", **asdict(RetentionSettings())}
     meta = {"retention": _meta(json.loads(json.dumps(defaults)))}
-    everything = {"sliding", "streaming_llm", "tova", "h2o", "snapkv", "importance_keyproxy", "counter_causal",
-                  "counter_causal:score=logit", "counter_causal_fast", "full"}
+    everything = {
+        "sliding",
+        "streaming_llm",
+        "tova",
+        "h2o",
+        "snapkv",
+        "importance_keyproxy",
+        "counter_causal",
+        "counter_causal:score=logit",
+        "counter_causal_fast",
+        "full",
+    }
     command = reproduce_command("retention", meta, everything, results_dir(environ={}), complete=True)
     assert command == "python -m ccviz bench retention"
 
     changed = {"retention": _meta({**defaults, "cases": 20, "budgets": [0.1, 0.5]}, threads=2)}
     command = reproduce_command("retention", changed, {"full", "sliding", "h2o"}, Path("/tmp/r"), complete=True)
-    assert command == ("python -m ccviz bench retention --set cases=20 --set budgets=0.1,0.5 "
-                       "--policy h2o --policy sliding --threads 2 --out /tmp/r")
+    assert command == (
+        "python -m ccviz bench retention --set cases=20 --set budgets=0.1,0.5 "
+        "--policy h2o --policy sliding --threads 2 --out /tmp/r"
+    )
     # While partial, the rows may not have reached every policy yet: no --policy guessed from them.
     partial = reproduce_command("retention", changed, {"full", "sliding"}, Path("/tmp/r"), complete=False)
     assert "--policy" not in partial
     assert "--policy tova:normalize=True --threads" in reproduce_command(
-        "retention", changed, {"tova:normalize=True"}, Path("/tmp/r"), complete=False)
+        "retention", changed, {"tova:normalize=True"}, Path("/tmp/r"), complete=False
+    )
 
     # The ruler task's defaults are the registered policies and its two span variants: all of them, no --policy.
     ruler = {"ruler": _meta(json.loads(json.dumps({"model": "SmolLM2-135M-Instruct", **asdict(RulerSettings())})))}
     with_variants = everything | {spec.label for spec in RULER_VARIANTS}
-    assert reproduce_command("ruler", ruler, with_variants, results_dir(environ={}), complete=True) == "python -m ccviz bench ruler"
-    assert "--policy counter_causal_fast --policy" in reproduce_command("ruler", ruler, everything, Path("/r"), complete=True)
+    assert (
+        reproduce_command("ruler", ruler, with_variants, results_dir(environ={}), complete=True)
+        == "python -m ccviz bench ruler"
+    )
+    assert "--policy counter_causal_fast --policy" in reproduce_command(
+        "ruler", ruler, everything, Path("/r"), complete=True
+    )
 
     quick = {"model": "tiny-random", **asdict(replace(RetentionSettings.quick(), budgets=(RETENTION_BUDGET,)))}
     corners = {ablation_specs()[0].label, ablation_specs()[-1].label}
-    command = reproduce_command("ablation", {"ablation_retention": _meta(json.loads(json.dumps(quick)))}, corners,
-                                Path("/tmp/a"), complete=True)
+    command = reproduce_command(
+        "ablation", {"ablation_retention": _meta(json.loads(json.dumps(quick)))}, corners, Path("/tmp/a"), complete=True
+    )
     assert command == "python -m ccviz bench ablation --quick --model tiny-random --out /tmp/a"
 
 
@@ -166,9 +211,16 @@ def _commands(at: AppTest) -> list[str]:
 def test_page_plots_a_quick_run_with_provenance_tables_and_commands(monkeypatch, quick_results):
     at = _page(monkeypatch, quick_results)
     assert not at.error and not at.warning
-    assert [tab.label for tab in at.tabs] == ["Rare-fact retention", "Long-text perplexity", "Decode-heavy generation",
-                                              "Efficiency", "Score-variant ablation", "Budget allocation over layers and heads",
-                                              "Needle in a haystack", "RULER-style tasks"]
+    assert [tab.label for tab in at.tabs] == [
+        "Rare-fact retention",
+        "Long-text perplexity",
+        "Decode-heavy generation",
+        "Efficiency",
+        "Score-variant ablation",
+        "Budget allocation over layers and heads",
+        "Needle in a haystack",
+        "RULER-style tasks",
+    ]
     meta = json.loads((quick_results / "retention.json").read_text())
     captions = " ".join(c.value for c in at.caption)
     assert f"`{meta['commit']}`" in captions and meta["machine"] in captions and "tiny-random" in captions
@@ -177,8 +229,18 @@ def test_page_plots_a_quick_run_with_provenance_tables_and_commands(monkeypatch,
 
     charts = [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
     titles = [chart["layout"]["title"]["text"] for chart in charts]
-    assert [t.split(" ")[0] for t in titles] == ["Fact", "Answer", "Long-text", "Where", "Refresh", "Refresh",
-                                                 "Fact", "Fact", "Required", "Answer"]  # the needle map, then RULER's three
+    assert [t.split(" ")[0] for t in titles] == [
+        "Fact",
+        "Answer",
+        "Long-text",
+        "Where",
+        "Refresh",
+        "Refresh",
+        "Fact",
+        "Fact",
+        "Required",
+        "Answer",
+    ]  # the needle map, then RULER's three
     summary = pd.read_csv(quick_results / "retention_summary.csv")
     for trace in charts[0]["data"]:  # what is drawn is what the harness summarised
         rows = summary[summary.policy == trace["name"]]
@@ -212,7 +274,9 @@ def test_page_switches_to_a_follow_up_folder_and_gives_its_own_command(monkeypat
     box.select(str(sinks)).run()
     assert not at.exception and not at.error and not at.warning
     assert [tab.label for tab in at.tabs] == ["Long-text perplexity"]  # only what the folder holds
-    assert _commands(at) == [f"python -m ccviz bench perplexity --quick --set frozen=4 --model tiny-random --out {sinks}"]
+    assert _commands(at) == [
+        f"python -m ccviz bench perplexity --quick --set frozen=4 --model tiny-random --out {sinks}"
+    ]
     text = " ".join(m.value for m in at.markdown)
     assert "follow-up measurements" in text and "Everything on this page" not in text  # `all` would not repeat it
     meta = json.loads((sinks / "perplexity.json").read_text())
@@ -244,7 +308,8 @@ def test_page_shows_partial_missing_and_unreadable_results_plainly(monkeypatch, 
 
 
 def test_a_folder_is_read_once_per_change_of_its_files_and_a_growing_run_shows_its_new_rows(
-        monkeypatch, quick_results, tmp_path):
+    monkeypatch, quick_results, tmp_path
+):
     from ccviz.bench import browse
 
     folder = tmp_path / "growing"
@@ -302,6 +367,8 @@ def test_needle_tab_draws_each_policys_map_and_its_difference_from_the_summary(m
     assert [v for row in heat.z for v in row] == pytest.approx(list(tova.accuracy))
     difference = charts["Answer accuracy: tova minus sliding"].data[0]
     sliding = summary[summary.policy == "sliding"].sort_values(["depth", "length"])
-    assert [v for row in difference.z for v in row] == pytest.approx(list(tova.accuracy.to_numpy() - sliding.accuracy.to_numpy()))
+    assert [v for row in difference.z for v in row] == pytest.approx(
+        list(tova.accuracy.to_numpy() - sliding.accuracy.to_numpy())
+    )
     text = " ".join(m.value for m in at.markdown)
     assert "Survival by depth of the needle" in text and "multikey" in text and "variable_tracking" in text

@@ -4,8 +4,8 @@ Pastes a sample document, runs counter_causal_fast on the Run page and counter_c
 sliding on the Compare page, and checks each heatmap rendered (with a working hover) and no exception
 box appeared. Then the teaching features: the live heatmap (its first rows timed), cancel, the SVG and
 HTML exports, reloads. Three sessions paste different documents and click Run together: each gets its
-own result from the one model worker (marked slow). Screenshots go to test-artifacts/ for a human to look at; the README's
-two (docs/images/) are taken by the first test, see docs/reliability.md#the-readmes-screenshots.
+own result from the one model worker (marked slow). Screenshots go to test-artifacts/ for a human to look at;
+the README's two (docs/images/) are taken by the first test, see docs/reliability.md#the-readmes-screenshots.
 
 A second server on the tiny random model checks what AppTest cannot: a deep link as the server's first
 request, Streamlit's own range message, a real file upload, markup in a document staying inert, and a
@@ -40,13 +40,18 @@ from browser_support import (
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is absent: install Debian's chromium (apt-get install chromium)"),
+    pytest.mark.skipif(
+        not Path(CHROMIUM).exists(),
+        reason=f"{CHROMIUM} is absent: install Debian's chromium (apt-get install chromium)",
+    ),
 ]
 
 
 @pytest.fixture(scope="module")
 def app_url():
-    with serve_app({k: v for k, v in os.environ.items() if k != "CCVIZ_MODEL"}, "streamlit.log") as url:  # the real SmolLM2
+    with serve_app(
+        {k: v for k, v in os.environ.items() if k != "CCVIZ_MODEL"}, "streamlit.log"
+    ) as url:  # the real SmolLM2
         yield url
 
 
@@ -129,7 +134,9 @@ def test_paste_run_and_compare(app_url, tmp_path):
             hover = _hover_heatmap(page)
             assert "refresh" in hover and "t = " in hover and "score" in hover, hover
             page.screenshot(path=str(ARTIFACTS / "run_page.png"))
-            summary = page.locator("h4").filter(has_text="counter_causal_fast").first  # the run's title, above its metrics
+            summary = (
+                page.locator("h4").filter(has_text="counter_causal_fast").first
+            )  # the run's title, above its metrics
             _documentation_screenshot(page, summary, "retention.png", tmp_path)
             _no_exception(page)
 
@@ -162,7 +169,9 @@ LIVE_DOCUMENT_TOKENS = 1000
 
 def _thousand_token_document(smollm) -> str:
     """About 1,000 tokens of the shipped samples (the issue's measure: first live rows at J = 128)."""
-    words = " ".join((ROOT / "assets" / "samples" / name).read_text(encoding="utf-8") for name in ("prose.md", "clinical_record.md")).split()
+    words = " ".join(
+        (ROOT / "assets" / "samples" / name).read_text(encoding="utf-8") for name in ("prose.md", "clinical_record.md")
+    ).split()
     low, high = 1, len(words)
     while low < high:  # the longest prefix of words within the token count
         mid = (low + high + 1) // 2
@@ -173,12 +182,20 @@ def _thousand_token_document(smollm) -> str:
     return " ".join(words[:low])
 
 
-HEATMAP_ROWS = "() => { const g = document.querySelector('.js-plotly-plot'); return g && g.calcdata ? g.calcdata[0][0].z.length : 0; }"
-LIVE_ROWS = "() => { const i = document.querySelector(\"img[alt^='retention so far']\"); return i ? parseInt(i.alt.split(': ')[1]) : 0; }"
+HEATMAP_ROWS = (
+    "() => { const g = document.querySelector('.js-plotly-plot'); "
+    "return g && g.calcdata ? g.calcdata[0][0].z.length : 0; }"
+)
+LIVE_ROWS = (
+    "() => { const i = document.querySelector(\"img[alt^='retention so far']\"); "
+    "return i ? parseInt(i.alt.split(': ')[1]) : 0; }"
+)
 WHITE_PAPER = 'style="fill: rgb(255, 255, 255); fill-opacity: 1;"'  # Plotly's paper rectangle, white and opaque
 FINAL_VIEW = "button:has-text('Download all figures')"  # only under a finished run's view, never the live one
-NEEDLE_HEATMAP = ("() => [...document.querySelectorAll('.js-plotly-plot')].some(g => g.data && g.data[0].type === 'heatmap' "
-                  "&& (g.layout.yaxis.title.text || '') === 'needle depth' && g.calcdata && g.calcdata[0][0].z.length > 0)")
+NEEDLE_HEATMAP = (
+    "() => [...document.querySelectorAll('.js-plotly-plot')].some(g => g.data && g.data[0].type === 'heatmap' "
+    "&& (g.layout.yaxis.title.text || '') === 'needle depth' && g.calcdata && g.calcdata[0][0].z.length > 0)"
+)
 PLOTLY_TRACES = "() => [...document.querySelectorAll('.js-plotly-plot')].map(g => g.data.length)"
 
 
@@ -190,7 +207,9 @@ def _camera_download(page, tmp_path: Path, name: str) -> Path:
         chart.locator(".modebar-btn[data-title^='Download plot']").click()
     path = tmp_path / name
     download.value.save_as(path)
-    assert download.value.suggested_filename.startswith("ccviz-retention-counter_causal_fast-J128"), download.value.suggested_filename
+    assert download.value.suggested_filename.startswith("ccviz-retention-counter_causal_fast-J128"), (
+        download.value.suggested_filename
+    )
     return path
 
 
@@ -238,8 +257,10 @@ def test_live_rows_cancel_exports_and_a_reload(app_url, smollm, tmp_path):
             _no_exception(page)
             final_rows = page.evaluate(HEATMAP_ROWS)
             assert final_rows >= live_rows
-            line = (f"{time.strftime('%Y-%m-%d')}: first live rows {first_rows:.2f} s after clicking Run "
-                    f"({LIVE_DOCUMENT_TOKENS} tokens, J=128, warm server)\n")
+            line = (
+                f"{time.strftime('%Y-%m-%d')}: first live rows {first_rows:.2f} s after clicking Run "
+                f"({LIVE_DOCUMENT_TOKENS} tokens, J=128, warm server)\n"
+            )
             with open(ARTIFACTS / "live_timing.txt", "a") as out:
                 out.write(line)
             print("\n" + line)
@@ -266,7 +287,10 @@ def test_live_rows_cancel_exports_and_a_reload(app_url, smollm, tmp_path):
             assert saved.value.suggested_filename.endswith(".svg")
             saved.value.save_as(tmp_path / "from-report.svg")
             assert WHITE_PAPER in (tmp_path / "from-report.svg").read_text()
-            assert viewer.locator("h2", has_text="What survives").count() == 1 and viewer.locator("th", has_text="cache_size").count() == 1
+            assert (
+                viewer.locator("h2", has_text="What survives").count() == 1
+                and viewer.locator("th", has_text="cache_size").count() == 1
+            )
             viewer.close()
 
             # 4. A reload brings back the document and every setting.
@@ -274,7 +298,9 @@ def test_live_rows_cancel_exports_and_a_reload(app_url, smollm, tmp_path):
             page.wait_for_selector("[data-testid='stApp']")
             idle(page)
             restored = {"Max new tokens": "8", "min gap": "1", "Cache size J": "128"}
-            expect(page.get_by_role("textbox", name="Document or prompt")).to_have_value(document, timeout=30_000)  # a fresh session's first run
+            expect(page.get_by_role("textbox", name="Document or prompt")).to_have_value(
+                document, timeout=30_000
+            )  # a fresh session's first run
             for label, value in restored.items():
                 expect(page.get_by_role("spinbutton", name=label)).to_have_value(value)
             expect(page.get_by_role("radio", name="SVG")).to_have_attribute("aria-checked", "true")
@@ -332,7 +358,9 @@ def test_three_sessions_clicking_run_together_each_get_their_own_result(app_url,
                 assert page.locator(".js-plotly-plot").count() >= 1
                 page.screenshot(path=str(ARTIFACTS / f"session_{i}.png"))
             seconds = [round(end - start, 2) for start, end in zip(started, finished)]
-            (ARTIFACTS / "sessions.json").write_text(json.dumps({"prompt_tokens": expected, "click_to_result_s": seconds}))
+            (ARTIFACTS / "sessions.json").write_text(
+                json.dumps({"prompt_tokens": expected, "click_to_result_s": seconds})
+            )
 
 
 HOSTILE = 'Notes <img src=x onerror="window.__pwned=1"> and <script>window.__pwned=2</script> end \x07.'
@@ -385,7 +413,9 @@ def test_bad_input_markup_and_a_closed_tab(tiny_app_url):
                 files=[{"name": "photo.txt", "mimeType": "text/plain", "buffer": b"\x89PNG\r\n\x1a\n\xff\xfe"}]
             )
             idle(page)
-            assert page.locator("[data-testid='stAlert']").filter(has_text="photo.txt is not UTF-8 text").count() == 1  # (the model may still load)
+            assert (
+                page.locator("[data-testid='stAlert']").filter(has_text="photo.txt is not UTF-8 text").count() == 1
+            )  # (the model may still load)
             assert box.input_value() == before  # the user's text is kept
 
             box.fill(HOSTILE)
@@ -405,7 +435,9 @@ def test_bad_input_markup_and_a_closed_tab(tiny_app_url):
                 files=[{"name": "random.json", "mimeType": "application/json", "buffer": bytes(range(256))}]
             )
             idle(page)
-            assert page.locator("[data-testid='stAlert']").filter(has_text="random.json: not a ccviz trace").count() == 1
+            assert (
+                page.locator("[data-testid='stAlert']").filter(has_text="random.json: not a ccviz trace").count() == 1
+            )
             assert page.locator(".js-plotly-plot").count() == 0
             _no_exception(page)
 

@@ -31,15 +31,21 @@ from browser_support import (
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(not Path(CHROMIUM).exists(),
-                       reason=f"{CHROMIUM} is absent: install Debian's chromium (apt-get install chromium)"),
+    pytest.mark.skipif(
+        not Path(CHROMIUM).exists(),
+        reason=f"{CHROMIUM} is absent: install Debian's chromium (apt-get install chromium)",
+    ),
 ]
 
 WIDE, NARROW = 1500, 1000  # window widths: the issue's, and a laptop's with the sidebar open
 LABELS = {  # what a reader must be able to read, by kind (plotly.js's class names)
-    "x tick": ".xtick text", "y tick": ".ytick text", "axis title": "text[class^='x'][class$='title'], "
-    "text[class^='y'][class$='title']", "legend entry": ".legendtext", "legend title": ".legendtitletext",
-    "annotation": ".annotation-text", "title": ".gtitle",
+    "x tick": ".xtick text",
+    "y tick": ".ytick text",
+    "axis title": "text[class^='x'][class$='title'], text[class^='y'][class$='title']",
+    "legend entry": ".legendtext",
+    "legend title": ".legendtitletext",
+    "annotation": ".annotation-text",
+    "title": ".gtitle",
 }
 # Each visible chart's labels, as boxes in page pixels; a label outside its chart's SVG or over another is a problem.
 CHECK = """(labels) => {
@@ -135,8 +141,11 @@ def test_charts_of_a_finished_run_on_run_surprise_and_compare_are_legible(tiny_u
     document = (ROOT / "assets" / "samples" / "reasoning_prompt.md").read_text(encoding="utf-8")
     problems = []
     with sync_playwright() as p, chromium(p) as browser:
-        for path, button, width in (("", "Run", NARROW), ("surprise", "Prefill and score", WIDE),
-                                    ("compare?cmp.count=4", "Run all", WIDE)):
+        for path, button, width in (
+            ("", "Run", NARROW),
+            ("surprise", "Prefill and score", WIDE),
+            ("compare?cmp.count=4", "Run all", WIDE),
+        ):
             page = open_page(browser, f"{tiny_url}/{path}")
             name = path.split("?")[0] or "run"
             with photographed_on_failure({f"legibility-{name}.png": page}):

@@ -32,20 +32,47 @@ TEXTS = ["<sys>", "The", " key", " is", " <b>42</b>", ".", " Keep", " it", " & g
 
 def _trace() -> Trace:
     """12 tokens (10 prompt, 2 generated), 1 frozen, three refreshes with known survivors."""
-    tokens = [TokenRecord(t=i, id=100 + i, text=text, source="prompt" if i < 10 else "generated") for i, text in enumerate(TEXTS)]
+    tokens = [
+        TokenRecord(t=i, id=100 + i, text=text, source="prompt" if i < 10 else "generated")
+        for i, text in enumerate(TEXTS)
+    ]
     cycles = [
-        Cycle(index=0, step=4, phase="prefill", candidates=[1, 2, 3], kept=[0, 1, 2, 3],
-              scores={"surprise": [0.5, 2.0, 1.0]}, seconds=0.01),
-        Cycle(index=1, step=8, phase="prefill", candidates=[1, 2, 3, 4, 5, 6, 7], kept=[0, 2, 4, 7],
-              scores={"surprise": [0.1, 3.0, 0.2, 5.0, 0.0, 0.3, math.inf]}, seconds=0.02),
-        Cycle(index=2, step=11, phase="decode", candidates=[2, 4, 7, 8, 9, 10], kept=[0, 4, 9, 10],
-              scores={"surprise": [1.0, 6.0, -1.0, 0.5, 2.0, math.inf]}, seconds=0.03),
+        Cycle(
+            index=0,
+            step=4,
+            phase="prefill",
+            candidates=[1, 2, 3],
+            kept=[0, 1, 2, 3],
+            scores={"surprise": [0.5, 2.0, 1.0]},
+            seconds=0.01,
+        ),
+        Cycle(
+            index=1,
+            step=8,
+            phase="prefill",
+            candidates=[1, 2, 3, 4, 5, 6, 7],
+            kept=[0, 2, 4, 7],
+            scores={"surprise": [0.1, 3.0, 0.2, 5.0, 0.0, 0.3, math.inf]},
+            seconds=0.02,
+        ),
+        Cycle(
+            index=2,
+            step=11,
+            phase="decode",
+            candidates=[2, 4, 7, 8, 9, 10],
+            kept=[0, 4, 9, 10],
+            scores={"surprise": [1.0, 6.0, -1.0, 0.5, 2.0, math.inf]},
+            seconds=0.03,
+        ),
     ]
     return Trace(
         config={"policy": "counter_causal_fast", "cache_size": 4, "chunk_size": 4, "frozen": 1, "recent": 0},
-        tokens=tokens, cycles=cycles, output_text=" OK!",
+        tokens=tokens,
+        cycles=cycles,
+        output_text=" OK!",
         timings={"prefill_seconds": 1.0, "decode_seconds": 0.5, "refresh_seconds": 0.06, "total_seconds": 1.6},
-        peak_cache_length=8, stop_reason="eos",
+        peak_cache_length=8,
+        stop_reason="eos",
     )
 
 
@@ -154,9 +181,22 @@ def _long_trace(n: int = 2000, cache: int = 256, chunk: int = 16, frozen: int = 
         if len(candidates) > cache:
             best = np.sort(np.argsort(scores)[-cache:])
             kept = kept[:frozen] + [candidates[i] for i in best]
-        cycles.append(Cycle(index=len(cycles), step=step, phase="prefill", candidates=candidates, kept=list(kept),
-                            scores={"surprise": scores.tolist()}, seconds=0.0))
-    return Trace(config={"policy": "random", "cache_size": cache, "chunk_size": chunk, "frozen": frozen}, tokens=tokens, cycles=cycles)
+        cycles.append(
+            Cycle(
+                index=len(cycles),
+                step=step,
+                phase="prefill",
+                candidates=candidates,
+                kept=list(kept),
+                scores={"surprise": scores.tolist()},
+                seconds=0.0,
+            )
+        )
+    return Trace(
+        config={"policy": "random", "cache_size": cache, "chunk_size": chunk, "frozen": frozen},
+        tokens=tokens,
+        cycles=cycles,
+    )
 
 
 def test_a_2000_token_document_sends_compact_figures():
@@ -181,7 +221,14 @@ def test_comparison_shares_one_colour_scale():
 
 
 def test_heatmap_of_a_real_run_matches_its_trace(tiny):
-    trace = generate(tiny, "Tell me a story about a lighthouse keeper and a storm.", policy="sliding", cache_size=8, chunk_size=4, max_new_tokens=8)
+    trace = generate(
+        tiny,
+        "Tell me a story about a lighthouse keeper and a storm.",
+        policy="sliding",
+        cache_size=8,
+        chunk_size=4,
+        max_new_tokens=8,
+    )
     grid = retention_grid(trace)
     for r, cycle in enumerate(trace.cycles):
         row = grid.timesteps[r]
@@ -201,10 +248,13 @@ def test_eviction_cycles_and_latest_scores():
 
 
 # ----- token HTML -----------------------------------------------------------------------------
-@pytest.mark.parametrize("build", [
-    lambda t: highlight_html(t, latest_scores(t, "surprise"), "surprise"),
-    survival_html,
-])
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda t: highlight_html(t, latest_scores(t, "surprise"), "surprise"),
+        survival_html,
+    ],
+)
 def test_token_views_hold_every_token_once_and_escape_html(build):
     trace = _trace()
     html = build(trace)
@@ -302,13 +352,21 @@ def test_the_html_report_is_self_contained_and_holds_every_run_and_figure():
 
     hostile = _trace()
     hostile.tokens[3].text = "</script><script>alert(1)</script>"  # token text must not end the figure's script
-    one = report_html(hostile, {"Retention heatmap": retention_heatmap(hostile)}, {"What survives": survival_html(hostile)}, "a run")
+    one = report_html(
+        hostile, {"Retention heatmap": retention_heatmap(hostile)}, {"What survives": survival_html(hostile)}, "a run"
+    )
     assert one.count("Plotly.newPlot(") == 1 and "<script src" not in one  # plotly.js inline, nothing fetched
     assert "<h2>Settings</h2>" in one and "<h2>Generated text</h2>" in one and "alert(1)</script>" not in one
     other = _trace()
     other.config = {**other.config, "policy": "sliding"}
-    pair = report_html({"A · counter_causal_fast": hostile, "B · sliding": other},
-                       {"Retention": comparison_heatmaps([hostile, other], ["A", "B"]), "Overlap": overlap_heatmap([hostile, other], ["A", "B"])},
-                       {}, "a comparison")
+    pair = report_html(
+        {"A · counter_causal_fast": hostile, "B · sliding": other},
+        {
+            "Retention": comparison_heatmaps([hostile, other], ["A", "B"]),
+            "Overlap": overlap_heatmap([hostile, other], ["A", "B"]),
+        },
+        {},
+        "a comparison",
+    )
     assert pair.count("Plotly.newPlot(") == 2 and "<h2>Settings: A · counter_causal_fast</h2>" in pair
     assert "<h2>Settings: B · sliding</h2>" in pair and pair.count("<h2>Generated text: ") == 2

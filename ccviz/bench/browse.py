@@ -9,9 +9,10 @@ that reproduces it (:mod:`.reproduce`).
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -74,8 +75,9 @@ class Section:
 Gaps = Callable[[BenchTask, Part, list[pd.DataFrame], pd.DataFrame, dict[str, Any]], list[str]]
 
 
-def cell_gaps(task: BenchTask, part: Part, rows: list[pd.DataFrame], summary: pd.DataFrame,
-              settings: dict[str, Any]) -> list[str]:
+def cell_gaps(
+    task: BenchTask, part: Part, rows: list[pd.DataFrame], summary: pd.DataFrame, settings: dict[str, Any]
+) -> list[str]:
     """What a task's summary still lacks against its settings: budgets, or repeats in some cells."""
     cells = evicting(summary)
     if cells.empty:
@@ -93,8 +95,9 @@ def cell_gaps(task: BenchTask, part: Part, rows: list[pd.DataFrame], summary: pd
     return gaps
 
 
-def grid_gaps(task: BenchTask, part: Part, rows: list[pd.DataFrame], summary: pd.DataFrame,
-              settings: dict[str, Any]) -> list[str]:
+def grid_gaps(
+    task: BenchTask, part: Part, rows: list[pd.DataFrame], summary: pd.DataFrame, settings: dict[str, Any]
+) -> list[str]:
     """What a needle or RULER run still lacks: the cells its settings ask for, per policy, that have no row."""
     grid, (frame,) = load(part.settings), rows
     fields = {k: tuple(v) if isinstance(v, list) else v for k, v in settings.items() if k in grid.__dataclass_fields__}
@@ -106,12 +109,15 @@ def grid_gaps(task: BenchTask, part: Part, rows: list[pd.DataFrame], summary: pd
         return []
     low, high = int(done.min()), int(done.max())
     counts = f"{low}" if low == high else f"{low}-{high}"
-    return [f"{task.name}: {counts} of {expected} cells per policy so far "
-            f"(contexts up to {int(frame['length'].max())} tokens)"]
+    return [
+        f"{task.name}: {counts} of {expected} cells per policy so far "
+        f"(contexts up to {int(frame['length'].max())} tokens)"
+    ]
 
 
-def efficiency_gaps(task: BenchTask, part: Part, rows: list[pd.DataFrame], summary: pd.DataFrame,
-                    settings: dict[str, Any]) -> list[str]:
+def efficiency_gaps(
+    task: BenchTask, part: Part, rows: list[pd.DataFrame], summary: pd.DataFrame, settings: dict[str, Any]
+) -> list[str]:
     """What an efficiency run still lacks: sizes a policy's refresh is not yet timed at, end-to-end runs."""
     refresh, e2e = rows
     gaps = []
@@ -130,8 +136,9 @@ def efficiency_gaps(task: BenchTask, part: Part, rows: list[pd.DataFrame], summa
     return gaps
 
 
-def _summary(results: dict[str, Any], name: str, summarise: Callable[..., pd.DataFrame],
-             *rows: pd.DataFrame) -> pd.DataFrame:
+def _summary(
+    results: dict[str, Any], name: str, summarise: Callable[..., pd.DataFrame], *rows: pd.DataFrame
+) -> pd.DataFrame:
     """The harness's summary of the rows measured so far (its own summary file if the rows are gone)."""
     if any(not frame.empty for frame in rows):
         return summarise(*rows)
@@ -217,8 +224,9 @@ def load_sections(directory: Path) -> list[Section]:
         sections.append(section)
     for section in sections:
         policies = {str(p) for frame in section.rows.values() if "policy" in frame for p in frame["policy"]}
-        section.command = reproduce_command(section.task, section.meta, policies, directory,
-                                            complete=not section.incomplete)
+        section.command = reproduce_command(
+            section.task, section.meta, policies, directory, complete=not section.incomplete
+        )
     quick, like = _folder_defaults(sections)
     for section in sections:
         if not section.meta:  # not measured yet: propose the settings, model and threads of the others

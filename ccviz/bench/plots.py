@@ -1,4 +1,5 @@
-"""Dependency-free SVG line charts of the benchmark summaries, for docs/benchmarks.md#reading-the-results (the app draws its own).
+"""Dependency-free SVG line charts of the benchmark summaries, for docs/benchmarks.md#reading-the-results
+(the app draws its own).
 
 One chart per question: survival and accuracy vs budget, perplexity vs budget, refresh cost vs n,
 and one needle map per policy (survival per depth x context length).
@@ -30,9 +31,16 @@ def _ticks(low: float, high: float, count: int = 5) -> list[float]:
     return [first + i * step for i in range(int((high - first) / step + 1e-9) + 1)]
 
 
-def line_chart(series: dict[str, list[tuple[float, float]]], *, title: str, x_label: str, y_label: str,
-               log_x: bool = False, y_range: tuple[float, float] | None = None,
-               colours: dict[str, str] | None = None) -> str:
+def line_chart(
+    series: dict[str, list[tuple[float, float]]],
+    *,
+    title: str,
+    x_label: str,
+    y_label: str,
+    log_x: bool = False,
+    y_range: tuple[float, float] | None = None,
+    colours: dict[str, str] | None = None,
+) -> str:
     """An SVG line chart: one polyline with markers per named series, legend on the right.
 
     ``y_range`` defaults to 0 .. the largest value (or the data's range if it goes below 0);
@@ -68,7 +76,9 @@ def line_chart(series: dict[str, list[tuple[float, float]]], *, title: str, x_la
     for x in sorted({x for x, _ in points}):
         out.append(f'<text x="{sx(x):.1f}" y="{TOP + plot_h + 19}" text-anchor="middle">{x:g}</text>')  # below y's 0
     out.append(f'<text x="{LEFT + plot_w / 2}" y="{HEIGHT - 8}" text-anchor="middle">{escape(x_label)}</text>')
-    out.append(f'<text transform="translate(14 {TOP + plot_h / 2}) rotate(-90)" text-anchor="middle">{escape(y_label)}</text>')
+    out.append(
+        f'<text transform="translate(14 {TOP + plot_h / 2}) rotate(-90)" text-anchor="middle">{escape(y_label)}</text>'
+    )
     for i, (name, values) in enumerate(series.items()):
         colour = (colours or {}).get(name, PALETTE[i % len(PALETTE)])
         shown = [(x, y) for x, y in sorted(values) if not math.isnan(y)]
@@ -90,7 +100,8 @@ def heatmap_chart(cells: pd.DataFrame, *, title: str, value: str = "survival", h
     width = max(left + size * len(lengths) + 20, left + 8 * len(title))  # a partial map still shows its title
     height = top + size * len(depths) + 50
     out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="12">',
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        'font-family="sans-serif" font-size="12">',
         f'<rect width="{width}" height="{height}" fill="white"/>',
         f'<text x="{left}" y="18" font-size="14" font-weight="bold">{escape(title)}</text>',
     ]
@@ -106,20 +117,35 @@ def heatmap_chart(cells: pd.DataFrame, *, title: str, value: str = "survival", h
             cell = at.loc[(depth, length)]
             rate = float(cell[value])
             red, green = round(201 + (43 - 201) * rate), round(42 + (138 - 42) * rate)
-            out.append(f'<rect x="{x}" y="{y}" width="{size}" height="{size}" fill="rgb({red},{green},62)" stroke="white"/>')
-            out.append(f'<text x="{x + size / 2}" y="{y + size / 2 + 4:.0f}" text-anchor="middle" fill="white">'
-                       f'{int(cell[hits])}/{int(cell["n"])}</text>')
+            out.append(
+                f'<rect x="{x}" y="{y}" width="{size}" height="{size}" fill="rgb({red},{green},62)" stroke="white"/>'
+            )
+            out.append(
+                f'<text x="{x + size / 2}" y="{y + size / 2 + 4:.0f}" text-anchor="middle" fill="white">'
+                f"{int(cell[hits])}/{int(cell['n'])}</text>"
+            )
     for j, length in enumerate(lengths):
-        out.append(f'<text x="{left + j * size + size / 2}" y="{top + size * len(depths) + 16}" text-anchor="middle">{int(length)}</text>')
-    out.append(f'<text x="{left + size * len(lengths) / 2}" y="{height - 10}" text-anchor="middle">context length (tokens)</text>')
-    out.append(f'<text transform="translate(14 {top + size * len(depths) / 2}) rotate(-90)" text-anchor="middle">needle depth</text>')
+        out.append(
+            f'<text x="{left + j * size + size / 2}" y="{top + size * len(depths) + 16}" '
+            f'text-anchor="middle">{int(length)}</text>'
+        )
+    out.append(
+        f'<text x="{left + size * len(lengths) / 2}" y="{height - 10}" '
+        'text-anchor="middle">context length (tokens)</text>'
+    )
+    out.append(
+        f'<text transform="translate(14 {top + size * len(depths) / 2}) rotate(-90)" '
+        'text-anchor="middle">needle depth</text>'
+    )
     out.append("</svg>")
     return "\n".join(out)
 
 
 def _by_policy(summary: pd.DataFrame, x: str, y: str, scale: float = 1.0) -> dict[str, list[tuple[float, float]]]:
-    return {policy: [(float(a), float(b) * scale) for a, b in zip(group[x], group[y])]
-            for policy, group in summary.groupby("policy", sort=False)}
+    return {
+        policy: [(float(a), float(b) * scale) for a, b in zip(group[x], group[y])]
+        for policy, group in summary.groupby("policy", sort=False)
+    }
 
 
 def retention_charts(retention: pd.DataFrame, style: dict) -> dict[str, str]:
@@ -129,21 +155,40 @@ def retention_charts(retention: pd.DataFrame, style: dict) -> dict[str, str]:
         if evicting[measure].isna().all():  # a survival-only run (accuracy_cases=0): nothing to draw
             continue
         charts[f"{measure}.svg"] = line_chart(
-            _by_policy(evicting, "budget", measure, 100), title=f"Rare-fact retention: {label.split(' (')[0]}",
-            x_label="budget J (% of the document)", y_label=label, y_range=(0, 100), **style)
+            _by_policy(evicting, "budget", measure, 100),
+            title=f"Rare-fact retention: {label.split(' (')[0]}",
+            x_label="budget J (% of the document)",
+            y_label=label,
+            y_range=(0, 100),
+            **style,
+        )
     return charts
 
 
 def perplexity_charts(perplexity: pd.DataFrame, style: dict) -> dict[str, str]:
-    return {"perplexity.svg": line_chart(
-        _by_policy(perplexity[perplexity.policy != "full"], "budget", "delta_nll"), log_x=True, **style,
-        title="Long-text perplexity: NLL gap to the full cache", x_label="budget J (tokens)", y_label="nats per token")}
+    return {
+        "perplexity.svg": line_chart(
+            _by_policy(perplexity[perplexity.policy != "full"], "budget", "delta_nll"),
+            log_x=True,
+            **style,
+            title="Long-text perplexity: NLL gap to the full cache",
+            x_label="budget J (tokens)",
+            y_label="nats per token",
+        )
+    }
 
 
 def refresh_charts(refresh: pd.DataFrame, style: dict) -> dict[str, str]:
-    return {"refresh.svg": line_chart(
-        _by_policy(refresh, "n", "ratio"), log_x=True, **style,
-        title="Refresh cost / one forward over n tokens", x_label="cached tokens n", y_label="ratio")}
+    return {
+        "refresh.svg": line_chart(
+            _by_policy(refresh, "n", "ratio"),
+            log_x=True,
+            **style,
+            title="Refresh cost / one forward over n tokens",
+            x_label="cached tokens n",
+            y_label="ratio",
+        )
+    }
 
 
 def needle_charts(summary: pd.DataFrame, style: dict) -> dict[str, str]:
@@ -153,7 +198,8 @@ def needle_charts(summary: pd.DataFrame, style: dict) -> dict[str, str]:
         at = "" if policy == "full" else budget_text(budget, " at J = {:.0%}", " at J = {:d}")
         suffix = "" if policy == "full" or summary["budget"].nunique() <= 2 else f"-{budget:g}"
         charts[f"needle-{policy.replace(':', '-').replace('=', '-').replace(',', '-')}{suffix}.svg"] = heatmap_chart(
-            cells, title=f"Needle survival: {policy}{at}")
+            cells, title=f"Needle survival: {policy}{at}"
+        )
     return charts
 
 

@@ -7,7 +7,15 @@ sees for a live run and for a reloaded trace is identical.
 
 from .compare import PhraseSurvival, jaccard_matrix, overlap_heatmap, phrase_survival, run_summary
 from .data import eviction_cycles, latest_scores, per_token, recorded_values, signals, survived, visible_text
-from .retention import COLOURINGS, RetentionGrid, comparison_heatmaps, per_layer, retention_grid, retention_heatmap, retention_image_html
+from .retention import (
+    COLOURINGS,
+    RetentionGrid,
+    comparison_heatmaps,
+    per_layer,
+    retention_grid,
+    retention_heatmap,
+    retention_image_html,
+)
 from .sentences import Sentence, sentence_html, split_sentences
 from .tokens import cycle_context_html, highlight_html, survival_html
 

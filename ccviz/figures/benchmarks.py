@@ -7,7 +7,7 @@ dashed reference line instead of a point at each budget.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -30,8 +30,9 @@ def full_value(frame: pd.DataFrame, column: str) -> float | None:
     return float(values.iloc[0]) if len(values) else None
 
 
-def _policy_lines(frame: pd.DataFrame, x: str, y: str, custom: Sequence[str], hover: str,
-                  error: tuple[str, str] | None = None) -> go.Figure:
+def _policy_lines(
+    frame: pd.DataFrame, x: str, y: str, custom: Sequence[str], hover: str, error: tuple[str, str] | None = None
+) -> go.Figure:
     """One line per policy of ``y`` against ``x`` (rows without ``y`` are left out, not drawn as zero).
 
     ``error`` names the low and high columns of an asymmetric interval around ``y``.
@@ -44,26 +45,42 @@ def _policy_lines(frame: pd.DataFrame, x: str, y: str, custom: Sequence[str], ho
         bars = None
         if error is not None:
             low, high = error
-            bars = dict(type="data", symmetric=False, array=(group[high] - group[y]).tolist(),
-                        arrayminus=(group[y] - group[low]).tolist(), thickness=1)
-        fig.add_trace(go.Scatter(
-            x=group[x].tolist(), y=group[y].tolist(), name=str(policy), mode="lines+markers", error_y=bars,
-            customdata=group[list(custom)].to_numpy().tolist(),
-            hovertemplate=f"<b>{policy}</b><br>{hover}<extra></extra>",
-        ))
+            bars = dict(
+                type="data",
+                symmetric=False,
+                array=(group[high] - group[y]).tolist(),
+                arrayminus=(group[y] - group[low]).tolist(),
+                thickness=1,
+            )
+        fig.add_trace(
+            go.Scatter(
+                x=group[x].tolist(),
+                y=group[y].tolist(),
+                name=str(policy),
+                mode="lines+markers",
+                error_y=bars,
+                customdata=group[list(custom)].to_numpy().tolist(),
+                hovertemplate=f"<b>{policy}</b><br>{hover}<extra></extra>",
+            )
+        )
     return fig
 
 
 def _reference_line(fig: go.Figure, value: float | None, text: str) -> None:
     if value is not None:
-        fig.add_hline(y=value, line_dash="dash", line_color="grey", annotation_text=text,
-                      annotation_position="top left")
+        fig.add_hline(
+            y=value, line_dash="dash", line_color="grey", annotation_text=text, annotation_position="top left"
+        )
 
 
 def _layout(fig: go.Figure, title: str, x_title: str, y_title: str, **axes: dict) -> go.Figure:
     return legible(
-        fig, title=dict(text=title, x=0.0), xaxis=dict(title=x_title, **axes.get("xaxis", {})),
-        yaxis=dict(title=y_title, **axes.get("yaxis", {})), height=420, legend=dict(title="policy"),
+        fig,
+        title=dict(text=title, x=0.0),
+        xaxis=dict(title=x_title, **axes.get("xaxis", {})),
+        yaxis=dict(title=y_title, **axes.get("yaxis", {})),
+        height=420,
+        legend=dict(title="policy"),
     )
 
 
@@ -82,7 +99,10 @@ def rate_figure(summary: pd.DataFrame, measure: str) -> go.Figure:
     """
     title, meaning = RATES[measure]
     fig = _policy_lines(
-        summary, "budget", measure, [f"{measure}_low", f"{measure}_high", f"{measure}_n"],
+        summary,
+        "budget",
+        measure,
+        [f"{measure}_low", f"{measure}_high", f"{measure}_n"],
         f"J = %{{x:.0%}} of the document: %{{y:.0%}} {meaning}<br>95% interval %{{customdata[0]:.0%}}"
         "-%{customdata[1]:.0%}, %{customdata[2]} cases",
         error=(f"{measure}_low", f"{measure}_high"),
@@ -91,9 +111,14 @@ def rate_figure(summary: pd.DataFrame, measure: str) -> go.Figure:
     _reference_line(fig, ceiling, f"full cache {ceiling:.0%}" if ceiling is not None else "")
     budgets = sorted(evicting(summary)["budget"].unique())
     fig.update_layout(scattermode="group", scattergap=0.6)  # policies side by side at each budget: bars stay apart
-    return _layout(fig, f"{title} vs budget (Wilson 95% intervals)", "budget J (share of the document's tokens)",
-                   title.lower(), xaxis=dict(tickformat=".0%", tickvals=budgets),
-                   yaxis=dict(tickformat=".0%", range=[-0.03, 1.05]))
+    return _layout(
+        fig,
+        f"{title} vs budget (Wilson 95% intervals)",
+        "budget J (share of the document's tokens)",
+        title.lower(),
+        xaxis=dict(tickformat=".0%", tickvals=budgets),
+        yaxis=dict(tickformat=".0%", range=[-0.03, 1.05]),
+    )
 
 
 def perplexity_figure(summary: pd.DataFrame) -> go.Figure:
@@ -103,14 +128,22 @@ def perplexity_figure(summary: pd.DataFrame) -> go.Figure:
     ``perplexity``, ``delta_nll``.
     """
     fig = _policy_lines(
-        summary, "budget", "nll", ["perplexity", "delta_nll"],
+        summary,
+        "budget",
+        "nll",
+        ["perplexity", "delta_nll"],
         "J = %{x}: NLL %{y:.3f} nats (perplexity %{customdata[0]:.2f}), %{customdata[1]:+.3f} vs the full cache",
     )
     full = full_value(summary, "nll")
     _reference_line(fig, full, f"full cache {full:.3f}" if full is not None else "")
     budgets = sorted(evicting(summary)["budget"].unique())
-    return _layout(fig, "Long-text perplexity vs budget (lower is better)", "budget J (tokens, h = J/4)",
-                   "mean NLL (nats per token)", xaxis=dict(type="log", tickvals=budgets))
+    return _layout(
+        fig,
+        "Long-text perplexity vs budget (lower is better)",
+        "budget J (tokens, h = J/4)",
+        "mean NLL (nats per token)",
+        xaxis=dict(type="log", tickvals=budgets),
+    )
 
 
 def divergence_figure(summary: pd.DataFrame) -> go.Figure:
@@ -120,14 +153,22 @@ def divergence_figure(summary: pd.DataFrame) -> go.Figure:
     ``first_divergence_mean``, ``repeated_4grams``, ``prompts``.
     """
     fig = _policy_lines(
-        summary, "budget", "first_divergence_median", ["first_divergence_mean", "repeated_4grams", "prompts"],
+        summary,
+        "budget",
+        "first_divergence_median",
+        ["first_divergence_mean", "repeated_4grams", "prompts"],
         "J = %{x}: first divergent token %{y:.0f} (mean %{customdata[0]:.1f}), "
         "repeated 4-grams %{customdata[1]:.0%}, %{customdata[2]} prompts",
     )
     budgets = sorted(evicting(summary)["budget"].unique())
-    return _layout(fig, "Where the output leaves the full cache's (higher is better)",
-                   "budget J (tokens, h = J/4)", "first divergent token (median)",
-                   xaxis=dict(type="log", tickvals=budgets), yaxis=dict(rangemode="tozero"))
+    return _layout(
+        fig,
+        "Where the output leaves the full cache's (higher is better)",
+        "budget J (tokens, h = J/4)",
+        "first divergent token (median)",
+        xaxis=dict(type="log", tickvals=budgets),
+        yaxis=dict(rangemode="tozero"),
+    )
 
 
 def refresh_cost_figure(refresh: pd.DataFrame) -> go.Figure:
@@ -139,30 +180,51 @@ def refresh_cost_figure(refresh: pd.DataFrame) -> go.Figure:
     ``refresh_seconds``, ``forward_seconds``.
     """
     fig = _policy_lines(
-        refresh, "n", "ratio", ["refresh_seconds", "forward_seconds"],
+        refresh,
+        "n",
+        "ratio",
+        ["refresh_seconds", "forward_seconds"],
         "n = %{x}: %{y:.3g} x a forward (%{customdata[0]:.3g} s vs %{customdata[1]:.3g} s)",
     )
     _reference_line(fig, 1.0 if len(refresh) else None, "one plain forward")
-    return _layout(fig, "Refresh cost vs cache size (lower is cheaper)", "n (entries cached when the refresh runs)",
-                   "refresh time / forward time", xaxis=dict(type="log", dtick=1),
-                   yaxis=dict(type="log", exponentformat="power"))
+    return _layout(
+        fig,
+        "Refresh cost vs cache size (lower is cheaper)",
+        "n (entries cached when the refresh runs)",
+        "refresh time / forward time",
+        xaxis=dict(type="log", dtick=1),
+        yaxis=dict(type="log", exponentformat="power"),
+    )
 
 
 def refresh_seconds_figure(refresh: pd.DataFrame, exponents: dict[str, float] | None = None) -> go.Figure:
     """One refresh decision's seconds against n on log-log axes, the plain forward's dashed for scale:
     a straight line's slope is the exponent of cost in n, which the legend gives (``exponents``: the
     efficiency summary's fitted ``refresh_exponent`` per policy)."""
-    fig = _policy_lines(refresh, "n", "refresh_seconds", ["ratio"],
-                        "n = %{x}: %{y:.3g} s (%{customdata[0]:.3g} x a forward)")
+    fig = _policy_lines(
+        refresh, "n", "refresh_seconds", ["ratio"], "n = %{x}: %{y:.3g} s (%{customdata[0]:.3g} x a forward)"
+    )
     for trace in fig.data:
         slope = (exponents or {}).get(trace.name)
         if slope is not None and slope == slope:  # not NaN
             trace.name = f"{trace.name} · n^{slope:.2f}"
     if len(refresh):
         forward = refresh.groupby("n", as_index=False)["forward_seconds"].median().sort_values("n")
-        fig.add_trace(go.Scatter(x=forward["n"].tolist(), y=forward["forward_seconds"].tolist(), name="one plain forward",
-                                 mode="lines", line=dict(dash="dash", color="grey"),
-                                 hovertemplate="n = %{x}: a forward takes %{y:.3g} s<extra></extra>"))
-    return _layout(fig, "Refresh time vs cache size, log-log (slope = exponent of n)", "n (entries cached when the refresh runs)",
-                   "seconds per refresh decision", xaxis=dict(type="log", dtick=1),
-                   yaxis=dict(type="log", exponentformat="power"))
+        fig.add_trace(
+            go.Scatter(
+                x=forward["n"].tolist(),
+                y=forward["forward_seconds"].tolist(),
+                name="one plain forward",
+                mode="lines",
+                line=dict(dash="dash", color="grey"),
+                hovertemplate="n = %{x}: a forward takes %{y:.3g} s<extra></extra>",
+            )
+        )
+    return _layout(
+        fig,
+        "Refresh time vs cache size, log-log (slope = exponent of n)",
+        "n (entries cached when the refresh runs)",
+        "seconds per refresh decision",
+        xaxis=dict(type="log", dtick=1),
+        yaxis=dict(type="log", exponentformat="power"),
+    )

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
@@ -31,14 +31,23 @@ def overlap_heatmap(traces: Sequence[Trace], labels: Sequence[str]) -> go.Figure
     names = [plot_label(label) for label in labels]
     fig = go.Figure(
         go.Heatmap(
-            z=matrix, x=names, y=names, zmin=0.0, zmax=1.0, colorscale="Blues",
-            text=np.round(matrix, 2), texttemplate="%{text}", hovertemplate="%{y} vs %{x}: Jaccard %{z:.3f}<extra></extra>",
+            z=matrix,
+            x=names,
+            y=names,
+            zmin=0.0,
+            zmax=1.0,
+            colorscale="Blues",
+            text=np.round(matrix, 2),
+            texttemplate="%{text}",
+            hovertemplate="%{y} vs %{x}: Jaccard %{z:.3f}<extra></extra>",
             colorbar=dict(title="Jaccard"),
         )
     )
     return legible(
-        fig, title=dict(text="Kept-set overlap at the final refresh", x=0.0),
-        height=140 + 60 * len(labels), yaxis=dict(autorange="reversed"),
+        fig,
+        title=dict(text="Kept-set overlap at the final refresh", x=0.0),
+        height=140 + 60 * len(labels),
+        yaxis=dict(autorange="reversed"),
     )
 
 
@@ -90,7 +99,9 @@ def run_summary(trace: Trace) -> dict[str, object]:
         "final cache": len(trace.final_kept),
         "peak cache": trace.peak_cache_length,
         "allocation": run.allocation,
-        "peak K/V (MiB)": round(trace.peak_cache_bytes / 2**20, 2) if trace.peak_cache_bytes else None,  # 0: a version-1 trace
+        "peak K/V (MiB)": round(trace.peak_cache_bytes / 2**20, 2)
+        if trace.peak_cache_bytes
+        else None,  # 0: a version-1 trace
         "refresh total (s)": round(refresh_seconds, 3),
         "per refresh (ms)": round(1000 * refresh_seconds / refreshes, 2) if refreshes else None,
         "prefill (s)": round(float(t.get("prefill_seconds", 0.0)), 3),

@@ -32,22 +32,38 @@ def explanation_figure(explanation: Explanation, trace: Trace) -> go.Figure:
     labels = [plot_label(piece(trace.tokens[t].text), 14) for t in e.entries]
     me = f"t={e.position} “{plot_label(piece(e.text), 14)}”"
     fig = make_subplots(
-        rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
-        subplot_titles=[f"What {me} reads of its future in the counter-causal pass (last layer)",
-                        f"What later entries' causal queries put on {me} (last layer)"],
+        rows=2,
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.08,
+        subplot_titles=[
+            f"What {me} reads of its future in the counter-causal pass (last layer)",
+            f"What later entries' causal queries put on {me} (last layer)",
+        ],
     )
-    for r, (weights, who) in enumerate(((e.counter_causal, "read by the token"), (e.causal, "put on the token")), start=1):
+    for r, (weights, who) in enumerate(
+        ((e.counter_causal, "read by the token"), (e.causal, "put on the token")), start=1
+    ):
         z, names = _rows(weights)
-        fig.add_trace(go.Heatmap(
-            z=z, x=x, y=names, coloraxis="coloraxis", customdata=np.broadcast_to(np.asarray(labels, dtype=object), z.shape),
-            hovertemplate=f"%{{y}} · entry t=%{{x}} “%{{customdata}}”<br>weight {who}: %{{z:.3f}}<extra></extra>",
-        ), row=r, col=1)
+        fig.add_trace(
+            go.Heatmap(
+                z=z,
+                x=x,
+                y=names,
+                coloraxis="coloraxis",
+                customdata=np.broadcast_to(np.asarray(labels, dtype=object), z.shape),
+                hovertemplate=f"%{{y}} · entry t=%{{x}} “%{{customdata}}”<br>weight {who}: %{{z:.3f}}<extra></extra>",
+            ),
+            row=r,
+            col=1,
+        )
         fig.update_yaxes(autorange="reversed", row=r, col=1)
     for r in (1, 2):
         fig.add_vline(x=e.position, line=dict(color="#e45756", width=2, dash="dot"), row=r, col=1)
     fig.update_xaxes(title_text="cache entry (original timestep)", row=2, col=1)
     return legible(
-        fig, coloraxis=dict(colorscale=SCALE, cmin=0.0, colorbar=dict(title="weight")),
+        fig,
+        coloraxis=dict(colorscale=SCALE, cmin=0.0, colorbar=dict(title="weight")),
         height=int(min(900, 260 + 2 * 14 * (len(e.counter_causal) + 1))),
         title=dict(text=f"Refresh {e.refresh}: attention behind the decision on {me}", x=0.0),
     )
@@ -69,6 +85,7 @@ def explanation_html(explanation: Explanation, trace: Trace) -> str:
         titles.append(f"t={tok.t} · read with weight {format_value(reads[tok.t])} (mean over heads)")
     legend = (
         f"Shade = how much t={e.position} reads each entry to be judged (mean over heads, robust range); "
-        "<span style='outline:2px solid #e45756'>outlined</span> = the token explained; unshaded = not in its visible future."
+        "<span style='outline:2px solid #e45756'>outlined</span> = the token explained; "
+        "unshaded = not in its visible future."
     )
     return render_spans([tok.text for tok in trace.tokens[:step]], styles, titles, legend)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 import json
 import re
-from typing import Mapping
+from collections.abc import Mapping
 
 import plotly.graph_objects as go
 import plotly.io as pio
@@ -33,11 +33,12 @@ td,th{border:1px solid #ddd;padding:.25rem .6rem;text-align:left;vertical-align:
 .figure{margin:1rem 0} .note{color:#666;font-size:.85rem}
 """
 # Each chart gets the camera (PNG) and one more button that saves the same chart as SVG.
-_SVG_BUTTON = """
-function ccvizButtons(name){return {displaylogo:false,showSendToCloud:false,toImageButtonOptions:{format:'png',filename:name,scale:%d},
- modeBarButtonsToAdd:[{name:'Download plot as an SVG',icon:Plotly.Icons.disk,
-  click:function(gd){Plotly.downloadImage(gd,{format:'svg',filename:name});}}]};}
-""" % IMAGE_SCALE
+_SVG_BUTTON = (
+    "\nfunction ccvizButtons(name){return {displaylogo:false,showSendToCloud:false,"
+    f"toImageButtonOptions:{{format:'png',filename:name,scale:{IMAGE_SCALE:d}}},\n"
+    " modeBarButtonsToAdd:[{name:'Download plot as an SVG',icon:Plotly.Icons.disk,\n"
+    "  click:function(gd){Plotly.downloadImage(gd,{format:'svg',filename:name});}}]};}\n"
+)
 
 
 def slide_ready(fig: go.Figure) -> go.Figure:
@@ -59,15 +60,20 @@ def image_options(stem: str, image_format: str = "png") -> dict:
 
 
 def _settings_table(trace: Trace) -> str:
-    rows = {**{k: v for k, v in trace.config.items() if k != "policy_options"},
-            **{f"option {k}": v for k, v in (trace.config.get("policy_options") or {}).items()},
-            **{f"result: {k}": v for k, v in run_summary(trace).items()},
-            "status": trace.status, "stop reason": trace.stop_reason or "n/a"}
+    rows = {
+        **{k: v for k, v in trace.config.items() if k != "policy_options"},
+        **{f"option {k}": v for k, v in (trace.config.get("policy_options") or {}).items()},
+        **{f"result: {k}": v for k, v in run_summary(trace).items()},
+        "status": trace.status,
+        "stop reason": trace.stop_reason or "n/a",
+    }
     cells = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>" for k, v in rows.items())
     return f"<table>{cells}</table>"
 
 
-def report_html(runs: Trace | Mapping[str, Trace], figures: Mapping[str, go.Figure], views: Mapping[str, str], title: str) -> str:
+def report_html(
+    runs: Trace | Mapping[str, Trace], figures: Mapping[str, go.Figure], views: Mapping[str, str], title: str
+) -> str:
     """One self-contained HTML page: ``title``, the settings of each run (one trace, or label -> trace
     for a comparison), ``figures`` (heading -> figure), ``views`` (heading -> an HTML fragment of
     :mod:`.tokens`, already escaped), then each run's generated text."""
@@ -77,17 +83,28 @@ def report_html(runs: Trace | Mapping[str, Trace], figures: Mapping[str, go.Figu
     for label, run in runs.items():
         suffix = f": {html.escape(label)}" if label else ""
         settings += [f"<h2>Settings{suffix}</h2>", _settings_table(run)]
-        outputs += [f"<h2>Generated text{suffix}</h2>",
-                    f"<pre style='white-space:pre-wrap'>{html.escape(run.output_text or '(nothing was generated)')}</pre>"]
-    parts = [f"<h1>{html.escape(title)}</h1>",
-             f"<p class='note'>Written by ccviz {html.escape(__version__)} from the runs' traces. Every chart has a "
-             "PNG (camera) and an SVG (disk) button in its toolbar.</p>", *settings]
+        outputs += [
+            f"<h2>Generated text{suffix}</h2>",
+            f"<pre style='white-space:pre-wrap'>{html.escape(run.output_text or '(nothing was generated)')}</pre>",
+        ]
+    parts = [
+        f"<h1>{html.escape(title)}</h1>",
+        f"<p class='note'>Written by ccviz {html.escape(__version__)} from the runs' traces. Every chart has a "
+        "PNG (camera) and an SVG (disk) button in its toolbar.</p>",
+        *settings,
+    ]
     for i, (heading, fig) in enumerate(figures.items()):
         stem = f"{file_stem(trace, re.sub(r'[^a-z0-9]+', '-', heading.lower()).strip('-'))}"
         div = f"ccviz-figure-{i}"
-        spec = pio.to_json(slide_ready(go.Figure(fig)), validate=False).replace("</", "<\\/")  # token text cannot end the script
-        parts += [f"<h2>{html.escape(heading)}</h2>", f"<div class='figure' id='{div}'></div>",
-                  f"<script>(function(){{var f={spec};Plotly.newPlot('{div}',f.data,f.layout,ccvizButtons({json.dumps(stem)}));}})();</script>"]
+        spec = pio.to_json(slide_ready(go.Figure(fig)), validate=False).replace(
+            "</", "<\\/"
+        )  # token text cannot end the script
+        parts += [
+            f"<h2>{html.escape(heading)}</h2>",
+            f"<div class='figure' id='{div}'></div>",
+            f"<script>(function(){{var f={spec};"
+            f"Plotly.newPlot('{div}',f.data,f.layout,ccvizButtons({json.dumps(stem)}));}})();</script>",
+        ]
     for heading, fragment in views.items():
         parts += [f"<h2>{html.escape(heading)}</h2>", fragment]
     parts += outputs

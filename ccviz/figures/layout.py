@@ -31,8 +31,16 @@ def legible(fig: go.Figure, **layout) -> go.Figure:
     fig.update_xaxes(automargin=True)
     fig.update_yaxes(automargin=True)
     if fig.layout.title.text:
-        fig.update_layout(title=dict(automargin=True, yref="paper", y=1, yanchor="bottom", xanchor="left",
-                                     pad=dict(l=4, b=TITLE_GAP + ABOVE_PLOT * above)))
+        fig.update_layout(
+            title=dict(
+                automargin=True,
+                yref="paper",
+                y=1,
+                yanchor="bottom",
+                xanchor="left",
+                pad=dict(l=4, b=TITLE_GAP + ABOVE_PLOT * above),
+            )
+        )
     return fig
 
 

@@ -48,7 +48,9 @@ def _labels(grid: pd.DataFrame) -> list:
 
 def _axes(fig: go.Figure, title: str) -> go.Figure:
     return legible(
-        fig, title=dict(text=title, x=0.0), height=440,
+        fig,
+        title=dict(text=title, x=0.0),
+        height=440,
         xaxis=dict(title="context length (tokens)", type="category"),
         yaxis=dict(title="needle depth", type="category", autorange="reversed"),
     )
@@ -64,44 +66,80 @@ def _counts(cells: pd.DataFrame, measure: str) -> pd.Series:
     return cells[hits].astype(int).astype(str) + "/" + cells["n"].astype(int).astype(str)
 
 
-def needle_map_figure(summary: pd.DataFrame, policy: str, budget: float | None = None, measure: str = "survival") -> go.Figure:
+def needle_map_figure(
+    summary: pd.DataFrame, policy: str, budget: float | None = None, measure: str = "survival"
+) -> go.Figure:
     """``policy``'s ``measure`` (survival or accuracy) per depth x length at ``budget``."""
     cells = map_cells(summary, policy, budget).assign(
-        counts=lambda f: _counts(f, measure), other=lambda f: _counts(f, "accuracy" if measure == "survival" else "survival"),
+        counts=lambda f: _counts(f, measure),
+        other=lambda f: _counts(f, "accuracy" if measure == "survival" else "survival"),
         interval=lambda f: [f"{lo:.0%}–{hi:.0%}" for lo, hi in zip(f[f"{measure}_low"], f[f"{measure}_high"])],
     )
     values, labels = _grid(cells, measure), _grid(cells, "counts")
     hover = _grid(cells, "interval"), _grid(cells, "other"), _grid(cells, "cache_size_mean")
     other = "answered" if measure == "survival" else "survived"
-    fig = go.Figure(go.Heatmap(
-        z=values.to_numpy().tolist(), x=[str(int(c)) for c in values.columns], y=[_depth(d) for d in values.index],
-        zmin=0, zmax=1, colorscale=MAP_SCALE, hoverongaps=False, colorbar=dict(title=measure, tickformat=".0%"),
-        text=_labels(labels), texttemplate="%{text}", customdata=_stack(*hover),
-        hovertemplate=(f"<b>{policy}</b><br>length %{{x}} tokens, depth %{{y}}<br>{RATES[measure][1]}: %{{text}} "
-                       f"(%{{z:.0%}}, 95% %{{customdata[0]}})<br>{other}: %{{customdata[1]}}<br>J = %{{customdata[2]:.0f}}<extra></extra>"),
-    ))
+    fig = go.Figure(
+        go.Heatmap(
+            z=values.to_numpy().tolist(),
+            x=[str(int(c)) for c in values.columns],
+            y=[_depth(d) for d in values.index],
+            zmin=0,
+            zmax=1,
+            colorscale=MAP_SCALE,
+            hoverongaps=False,
+            colorbar=dict(title=measure, tickformat=".0%"),
+            text=_labels(labels),
+            texttemplate="%{text}",
+            customdata=_stack(*hover),
+            hovertemplate=(
+                f"<b>{policy}</b><br>length %{{x}} tokens, depth %{{y}}<br>{RATES[measure][1]}: %{{text}} "
+                f"(%{{z:.0%}}, 95% %{{customdata[0]}})<br>{other}: %{{customdata[1]}}"
+                "<br>J = %{customdata[2]:.0f}<extra></extra>"
+            ),
+        )
+    )
     at = "" if policy == FULL or budget is None else f" at J = {_budget(budget)}"
     return _axes(fig, f"{RATES[measure][0]}: {policy}{at}")
 
 
-def needle_difference_figure(summary: pd.DataFrame, policy: str, other: str, budget: float | None = None,
-                             measure: str = "survival", other_budget: float | None = None) -> go.Figure:
+def needle_difference_figure(
+    summary: pd.DataFrame,
+    policy: str,
+    other: str,
+    budget: float | None = None,
+    measure: str = "survival",
+    other_budget: float | None = None,
+) -> go.Figure:
     """``policy``'s rate minus ``other``'s per cell (both at ``budget`` unless ``other_budget`` is given;
     the full cache at its own): blue where ``policy`` keeps more, red where it keeps less."""
     mine = map_cells(summary, policy, budget).assign(counts=lambda f: _counts(f, measure))
-    theirs = map_cells(summary, other, budget if other_budget is None else other_budget).assign(counts=lambda f: _counts(f, measure))
+    theirs = map_cells(summary, other, budget if other_budget is None else other_budget).assign(
+        counts=lambda f: _counts(f, measure)
+    )
     both = mine.merge(theirs, on=["length", "depth"], suffixes=("", "_other"))
     both = both.assign(delta=both[measure] - both[f"{measure}_other"])
     values = _grid(both, "delta")
     labels, theirs_labels = _grid(both, "counts"), _grid(both, "counts_other")
-    fig = go.Figure(go.Heatmap(
-        z=values.to_numpy().tolist(), x=[str(int(c)) for c in values.columns], y=[_depth(d) for d in values.index],
-        zmin=-1, zmax=1, zmid=0, colorscale=DIFFERENCE_SCALE, hoverongaps=False, colorbar=dict(title="difference", tickformat="+.0%"),
-        text=_labels(values.map(lambda v: f"{v:+.0%}", na_action="ignore")), texttemplate="%{text}",
-        customdata=_stack(labels, theirs_labels),
-        hovertemplate=(f"length %{{x}} tokens, depth %{{y}}<br><b>{policy}</b>: %{{customdata[0]}}<br>"
-                       f"<b>{other}</b>: %{{customdata[1]}}<br>difference %{{z:+.0%}}<extra></extra>"),
-    ))
+    fig = go.Figure(
+        go.Heatmap(
+            z=values.to_numpy().tolist(),
+            x=[str(int(c)) for c in values.columns],
+            y=[_depth(d) for d in values.index],
+            zmin=-1,
+            zmax=1,
+            zmid=0,
+            colorscale=DIFFERENCE_SCALE,
+            hoverongaps=False,
+            colorbar=dict(title="difference", tickformat="+.0%"),
+            text=_labels(values.map(lambda v: f"{v:+.0%}", na_action="ignore")),
+            texttemplate="%{text}",
+            customdata=_stack(labels, theirs_labels),
+            hovertemplate=(
+                f"length %{{x}} tokens, depth %{{y}}<br><b>{policy}</b>: %{{customdata[0]}}<br>"
+                f"<b>{other}</b>: %{{customdata[1]}}<br>difference %{{z:+.0%}}<extra></extra>"
+            ),
+        )
+    )
     return _axes(fig, f"{RATES[measure][0]}: {policy} minus {other}")
 
 
@@ -122,21 +160,37 @@ def ruler_figure(pooled: pd.DataFrame, measure: str = "survival") -> go.Figure:
     ``pooled``: rates per task x policy x budget, lengths together (``summarise_rates``)."""
     share = measure in SHARES
     title, meaning = (SHARES if share else RATES)[measure]
-    value = f"{meaning}, mean of %{{customdata[0]}} cases: %{{x:.0%}}" if share else f"{meaning}: %{{customdata[0]}} (%{{x:.0%}})"
+    value = (
+        f"{meaning}, mean of %{{customdata[0]}} cases: %{{x:.0%}}"
+        if share
+        else f"{meaning}: %{{customdata[0]}} (%{{x:.0%}})"
+    )
     evicting = pooled[pooled["policy"] != FULL]
     tasks = list(dict.fromkeys(evicting["task"]))
     policies = list(dict.fromkeys(evicting["policy"]))
-    fig = make_subplots(rows=1, cols=max(len(tasks), 1), shared_yaxes=True, subplot_titles=tasks,
-                        horizontal_spacing=0.1)
-    colours = {budget: BUDGET_COLOURS[i % len(BUDGET_COLOURS)] for i, budget in enumerate(sorted(evicting["budget"].unique()))}
+    fig = make_subplots(
+        rows=1, cols=max(len(tasks), 1), shared_yaxes=True, subplot_titles=tasks, horizontal_spacing=0.1
+    )
+    colours = {
+        budget: BUDGET_COLOURS[i % len(BUDGET_COLOURS)] for i, budget in enumerate(sorted(evicting["budget"].unique()))
+    }
     for column, task in enumerate(tasks, start=1):
         for budget, group in evicting[evicting["task"] == task].groupby("budget", sort=True):
-            fig.add_trace(go.Bar(
-                y=group["policy"].tolist(), x=group[measure].tolist(), orientation="h", name=f"J = {_budget(budget)}",
-                legendgroup=str(budget), showlegend=column == 1, marker_color=colours[budget],
-                customdata=(group["n"].astype(int) if share else _counts(group, measure)).to_numpy()[:, None],
-                hovertemplate=f"{task}: %{{y}}<br>{value}<extra>J = {_budget(budget)}</extra>",
-            ), row=1, col=column)
+            fig.add_trace(
+                go.Bar(
+                    y=group["policy"].tolist(),
+                    x=group[measure].tolist(),
+                    orientation="h",
+                    name=f"J = {_budget(budget)}",
+                    legendgroup=str(budget),
+                    showlegend=column == 1,
+                    marker_color=colours[budget],
+                    customdata=(group["n"].astype(int) if share else _counts(group, measure)).to_numpy()[:, None],
+                    hovertemplate=f"{task}: %{{y}}<br>{value}<extra>J = {_budget(budget)}</extra>",
+                ),
+                row=1,
+                col=column,
+            )
         ceiling = pooled[(pooled["policy"] == FULL) & (pooled["task"] == task)]
         if not ceiling.empty:  # the full cache's rate on the same cases: what eviction can at best reach
             fig.add_vline(x=float(ceiling[measure].iloc[0]), line=CEILING, row=1, col=column)
@@ -145,5 +199,10 @@ def ruler_figure(pooled: pd.DataFrame, measure: str = "survival") -> go.Figure:
     legend = "dotted: the full cache · " * bool((pooled["policy"] == FULL).any()) + "budget"
     fig.update_yaxes(categoryorder="array", categoryarray=policies, autorange="reversed")  # first measured on top
     fig.update_annotations(font_size=13)  # the task names above the panels stay apart on a narrow page
-    return legible(fig, title=dict(text=f"{title} on the RULER-style tasks", x=0.0), barmode="group",
-                   height=190 + 30 * len(policies), legend=dict(LEGEND_BELOW, title=legend))
+    return legible(
+        fig,
+        title=dict(text=f"{title} on the RULER-style tasks", x=0.0),
+        barmode="group",
+        height=190 + 30 * len(policies),
+        legend=dict(LEGEND_BELOW, title=legend),
+    )

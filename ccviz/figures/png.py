@@ -23,5 +23,12 @@ def png_bytes(rgb: np.ndarray) -> bytes:
         raise ValueError(f"need a non-empty uint8 [height, width, 3] array, got {rgb.dtype} {rgb.shape}")
     height, width = rgb.shape[:2]
     rows = np.concatenate([np.zeros((height, 1), dtype=np.uint8), rgb.reshape(height, width * 3)], axis=1)
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)  # 8 bits, truecolour, deflate, no filter, no interlace
-    return b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header) + _chunk(b"IDAT", zlib.compress(rows.tobytes(), 6)) + _chunk(b"IEND", b"")
+    header = struct.pack(
+        ">IIBBBBB", width, height, 8, 2, 0, 0, 0
+    )  # 8 bits, truecolour, deflate, no filter, no interlace
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + _chunk(b"IHDR", header)
+        + _chunk(b"IDAT", zlib.compress(rows.tobytes(), 6))
+        + _chunk(b"IEND", b"")
+    )

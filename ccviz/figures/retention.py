@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import base64
 import html
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Sequence, get_args
+from typing import Literal, get_args
 
 import numpy as np
 import plotly.colors
@@ -35,15 +36,14 @@ SCORE_SCALE = "Viridis"
 LAYERS_SCALE = "Cividis"  # how many layers hold a token: dark = one, yellow = every layer
 SOURCE_LABELS = ("frozen", "prompt", "generated")
 SOURCE_SCALE = [
-    [0.0, "#9e9e9e"], [1 / 3, "#9e9e9e"],
-    [1 / 3, "#4c78a8"], [2 / 3, "#4c78a8"],
-    [2 / 3, "#e45756"], [1.0, "#e45756"],
+    [0.0, "#9e9e9e"],
+    [1 / 3, "#9e9e9e"],
+    [1 / 3, "#4c78a8"],
+    [2 / 3, "#4c78a8"],
+    [2 / 3, "#e45756"],
+    [1.0, "#e45756"],
 ]
-HOVER = (
-    "refresh %{y}<br>"
-    "slot %{x}: t = %{customdata[0]}  “%{text}”<br>"
-    "score %{customdata[1]:.4g}<extra></extra>"
-)
+HOVER = "refresh %{y}<br>slot %{x}: t = %{customdata[0]}  “%{text}”<br>score %{customdata[1]:.4g}<extra></extra>"
 
 
 @dataclass
@@ -69,12 +69,17 @@ def per_layer(trace: Trace) -> tuple[int | None, int | None]:
 def _check_view(trace: Trace, colour: Colouring, layer: int | None, head: int | None) -> int | None:
     layers, heads = per_layer(trace)
     if colour == "layers" and layers is None:
-        raise CcvizError("this run kept one set for every layer (allocation uniform): colour by timestep, score or source")
+        raise CcvizError(
+            "this run kept one set for every layer (allocation uniform): colour by timestep, score or source"
+        )
     if layer is not None and layers is not None and not 0 <= layer < layers:
         raise CcvizError(f"layer must be 0 to {layers - 1}, got {layer}")
     if head is not None and (heads is None or layer is None or not 0 <= head < heads):
-        raise CcvizError("a head is chosen within a layer of an adaptive run" if heads is None or layer is None
-                         else f"head must be 0 to {heads - 1}, got {head}")
+        raise CcvizError(
+            "a head is chosen within a layer of an adaptive run"
+            if heads is None or layer is None
+            else f"head must be 0 to {heads - 1}, got {head}"
+        )
     return layers
 
 
@@ -83,8 +88,12 @@ def _row_stride(n_rows: int, n_cols: int, max_cells: int) -> int:
 
 
 def retention_grid(
-    trace: Trace, colour: Colouring = "timestep", signal: str | None = None, max_cells: int = MAX_CELLS,
-    layer: int | None = None, head: int | None = None,
+    trace: Trace,
+    colour: Colouring = "timestep",
+    signal: str | None = None,
+    max_cells: int = MAX_CELLS,
+    layer: int | None = None,
+    head: int | None = None,
 ) -> RetentionGrid:
     """Build the cell matrices; ``signal`` (default: the first recorded) is shown in the hover and by
     the "score" colouring. Of a per-layer trace, ``layer`` (and ``head``) shows what that layer (KV head)
@@ -137,7 +146,9 @@ def retention_grid(
         if finite.size:  # +inf (no visible future: always kept) shows at the top of the scale, -inf at the bottom
             z[np.isposinf(scores)] = finite.max()
             z[np.isneginf(scores)] = finite.min()
-    return RetentionGrid(rows=rows, timesteps=timesteps, z=z, customdata=custom, text=text, signal=signal, stride=stride, layers=layers)
+    return RetentionGrid(
+        rows=rows, timesteps=timesteps, z=z, customdata=custom, text=text, signal=signal, stride=stride, layers=layers
+    )
 
 
 def _heatmap_trace(grid: RetentionGrid) -> go.Heatmap:
@@ -159,11 +170,15 @@ def _colour_axis(colour: Colouring, grid: RetentionGrid, zrange: tuple[float, fl
         return dict(colorscale=TIMESTEP_SCALE, cmin=lo, cmax=hi, cmid=(lo + hi) / 2, colorbar=dict(title="timestep"))
     if colour == "source":
         return dict(
-            colorscale=SOURCE_SCALE, cmin=-0.5, cmax=2.5,
+            colorscale=SOURCE_SCALE,
+            cmin=-0.5,
+            cmax=2.5,
             colorbar=dict(title="source", tickvals=[0, 1, 2], ticktext=list(SOURCE_LABELS)),
         )
     if colour == "layers":
-        return dict(colorscale=LAYERS_SCALE, cmin=1, cmax=max(grid.layers or 1, 2), colorbar=dict(title="layers holding it"))
+        return dict(
+            colorscale=LAYERS_SCALE, cmin=1, cmax=max(grid.layers or 1, 2), colorbar=dict(title="layers holding it")
+        )
     lo, hi = zrange if zrange is not None else robust_range(grid.z)
     return dict(colorscale=SCORE_SCALE, cmin=lo, cmax=hi, colorbar=dict(title=plot_label(grid.signal or "score")))
 
@@ -174,10 +189,23 @@ def _height(n_rows: int) -> int:
 
 def _subtitle(trace: Trace, grid: RetentionGrid, layer: int | None = None, head: int | None = None) -> str:
     c = trace.config
-    parts = [f"J={c.get('cache_size')}", f"h={c.get('chunk_size')}", f"frozen={c.get('frozen')}", f"{len(trace.cycles)} refreshes"]
+    parts = [
+        f"J={c.get('cache_size')}",
+        f"h={c.get('chunk_size')}",
+        f"frozen={c.get('frozen')}",
+        f"{len(trace.cycles)} refreshes",
+    ]
     if grid.layers is not None:
-        allocation = c.get("allocation", "?") + (f" (beta {c['pyramid_beta']:g})" if c.get("allocation") == "pyramid" and is_number(c.get("pyramid_beta")) else "")
-        where = "what any layer holds" if layer is None else f"layer {layer}" + ("" if head is None else f", KV head {head}")
+        allocation = c.get("allocation", "?") + (
+            f" (beta {c['pyramid_beta']:g})"
+            if c.get("allocation") == "pyramid" and is_number(c.get("pyramid_beta"))
+            else ""
+        )
+        where = (
+            "what any layer holds"
+            if layer is None
+            else f"layer {layer}" + ("" if head is None else f", KV head {head}")
+        )
         parts += [allocation, where]
     if grid.stride > 1:
         parts.append(f"every {grid.stride}th refresh shown")
@@ -198,8 +226,12 @@ def retention_heatmap(
     grid = retention_grid(trace, colour, signal, max_cells, layer, head)
     fig = go.Figure(_heatmap_trace(grid))
     return legible(
-        fig, coloraxis=_colour_axis(colour, grid, zrange),
-        title=dict(text=f"{plot_label(trace.config.get('policy', '?'))}<br><sup>{_subtitle(trace, grid, layer, head)}</sup>", x=0.0),
+        fig,
+        coloraxis=_colour_axis(colour, grid, zrange),
+        title=dict(
+            text=f"{plot_label(trace.config.get('policy', '?'))}<br><sup>{_subtitle(trace, grid, layer, head)}</sup>",
+            x=0.0,
+        ),
         height=_height(len(grid.rows)),
         xaxis=dict(title="cache slot (position order)", showgrid=False, zeroline=False),
         yaxis=dict(title="refresh", autorange="reversed", showgrid=False, zeroline=False),
@@ -207,12 +239,17 @@ def retention_heatmap(
     )
 
 
-def scale_colours(z: np.ndarray, colorscale, cmin: float, cmax: float, empty: tuple[int, int, int] = EMPTY_RGB) -> np.ndarray:
+def scale_colours(
+    z: np.ndarray, colorscale, cmin: float, cmax: float, empty: tuple[int, int, int] = EMPTY_RGB
+) -> np.ndarray:
     """Cells ``z`` as Plotly colours them on ``colorscale`` from ``cmin`` to ``cmax`` (linear in RGB
     between stops), uint8 ``[rows, cols, 3]``; NaN cells get ``empty``."""
     scale = plotly.colors.get_colorscale(colorscale) if isinstance(colorscale, str) else colorscale
     stops = np.array([float(stop) for stop, _ in scale])
-    colours = np.array([plotly.colors.unlabel_rgb(plotly.colors.convert_colors_to_same_type(c, "rgb")[0][0]) for _, c in scale], dtype=np.float64)
+    colours = np.array(
+        [plotly.colors.unlabel_rgb(plotly.colors.convert_colors_to_same_type(c, "rgb")[0][0]) for _, c in scale],
+        dtype=np.float64,
+    )
     span = cmax - cmin if cmax > cmin else 1.0
     where = np.clip((np.nan_to_num(z, nan=cmin) - cmin) / span, 0, 1)
     rgb = np.stack([np.interp(where, stops, colours[:, channel]) for channel in range(3)], axis=-1)
@@ -227,12 +264,18 @@ def retention_image_html(trace: Trace, colour: Colouring = "timestep", max_cells
     to draw, for a figure redrawn every second while a run goes on."""
     grid = retention_grid(trace, colour, max_cells=max_cells)
     axis = _colour_axis(colour, grid, None)
-    image = base64.b64encode(png_bytes(scale_colours(grid.z, axis["colorscale"], axis["cmin"], axis["cmax"]))).decode("ascii")
+    image = base64.b64encode(png_bytes(scale_colours(grid.z, axis["colorscale"], axis["cmin"], axis["cmax"]))).decode(
+        "ascii"
+    )
     height = _height(len(grid.rows)) - 120
-    scale = {"timestep": f"colour = original timestep, blue = early (t={axis['cmin']:.0f}) to red = late (t={axis['cmax']:.0f})",
-             "source": "grey = frozen, blue = prompt, red = generated",
-             "layers": f"colour = layers holding the token, 1 (dark) to {axis['cmax']} (yellow)",
-             "score": f"colour = {grid.signal}, {axis['cmin']:.3g} (dark) to {axis['cmax']:.3g} (yellow)"}[colour]
+    scale = {
+        "timestep": (
+            f"colour = original timestep, blue = early (t={axis['cmin']:.0f}) to red = late (t={axis['cmax']:.0f})"
+        ),
+        "source": "grey = frozen, blue = prompt, red = generated",
+        "layers": f"colour = layers holding the token, 1 (dark) to {axis['cmax']} (yellow)",
+        "score": f"colour = {grid.signal}, {axis['cmin']:.3g} (dark) to {axis['cmax']:.3g} (yellow)",
+    }[colour]
     return (
         f"<div style='font-family:ui-sans-serif,system-ui,sans-serif;color:#262730'>"
         f"<div style='font-weight:600'>{html.escape(plot_label(trace.config.get('policy', '?')))} · live</div>"
@@ -245,7 +288,10 @@ def retention_image_html(trace: Trace, colour: Colouring = "timestep", max_cells
 
 
 def comparison_heatmaps(
-    traces: Sequence[Trace], labels: Sequence[str], colour: Colouring = "timestep", max_cells: int = MAX_CELLS,
+    traces: Sequence[Trace],
+    labels: Sequence[str],
+    colour: Colouring = "timestep",
+    max_cells: int = MAX_CELLS,
     layer: int | None = None,
 ) -> go.Figure:
     """Side-by-side retention figures on one shared colour scale (timestep or source); ``layer``: that
@@ -255,8 +301,15 @@ def comparison_heatmaps(
         raise CcvizError(f"{what} not comparable: compare by timestep or by source")
     if len(traces) != len(labels) or not traces:
         raise CcvizError("give one label per trace, and at least one trace")
-    grids = [retention_grid(trace, colour, max_cells=max(1, max_cells // len(traces)),
-                            layer=None if per_layer(trace)[0] is None else layer) for trace in traces]
+    grids = [
+        retention_grid(
+            trace,
+            colour,
+            max_cells=max(1, max_cells // len(traces)),
+            layer=None if per_layer(trace)[0] is None else layer,
+        )
+        for trace in traces
+    ]
     top = float(max(max(int(g.timesteps.max(initial=0)), 1) for g in grids))
     titles = [wrapped(plot_label(label), max(12, 60 // len(traces))) for label in labels]  # apart on a narrow page
     fig = make_subplots(rows=1, cols=len(traces), subplot_titles=titles, horizontal_spacing=0.03)
@@ -267,6 +320,8 @@ def comparison_heatmaps(
         fig.update_xaxes(showgrid=False, zeroline=False, title_text="slot", row=1, col=i)
     fig.update_yaxes(title_text="refresh", row=1, col=1)
     return legible(
-        fig, coloraxis=_colour_axis(colour, grids[0], (0.0, top) if colour == "timestep" else None),
-        height=_height(max(len(g.rows) for g in grids)), plot_bgcolor="#f4f4f4",
+        fig,
+        coloraxis=_colour_axis(colour, grids[0], (0.0, top) if colour == "timestep" else None),
+        height=_height(max(len(g.rows) for g in grids)),
+        plot_bgcolor="#f4f4f4",
     )

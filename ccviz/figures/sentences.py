@@ -7,8 +7,8 @@ this token?". Sentences end after a token ending in . ! ? or containing a line b
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -16,7 +16,7 @@ from ..trace import Trace
 from .data import survived
 from .tokens import format_value, levels, render_spans, shade
 
-ENDINGS = (".", "!", "?", ".\"", "?\"", "!\"", ".)")
+ENDINGS = (".", "!", "?", '."', '?"', '!"', ".)")
 
 
 @dataclass
@@ -57,7 +57,10 @@ def split_sentences(trace: Trace, values: Sequence[float] | None = None) -> list
         finite = chunk[np.isfinite(chunk)]
         out.append(
             Sentence(
-                start=a, end=b, text="".join(tok.text for tok in trace.tokens[a:b]), kept=int(alive[a:b].sum()),
+                start=a,
+                end=b,
+                text="".join(tok.text for tok in trace.tokens[a:b]),
+                kept=int(alive[a:b].sum()),
                 mean_value=float(finite.mean()) if finite.size else float("nan"),
             )
         )
@@ -78,5 +81,8 @@ def sentence_html(trace: Trace, values: Sequence[float] | None = None, signal: s
             title += f" · mean {signal} {format_value(s.mean_value)}"
         titles.append(title)
     what = f"mean {html.escape(str(signal))}" if by_signal else "share of tokens that survived"
-    legend = f"{len(sentences)} sentences. Shade = {what}; faded = no token of the sentence survived. Hover a sentence for details."
+    legend = (
+        f"{len(sentences)} sentences. Shade = {what}; faded = no token of the sentence survived. "
+        "Hover a sentence for details."
+    )
     return render_spans([s.text for s in sentences], styles, titles, legend)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import html
 import math
-from typing import Collection, Sequence
+from collections.abc import Collection, Sequence
 
 import numpy as np
 
@@ -61,7 +61,9 @@ def render_spans(texts: Sequence[str], styles: Sequence[str], titles: Sequence[s
     spans = []
     for text, style, title in zip(texts, styles, titles, strict=True):
         style_attr = f' style="{html.escape(style)}"' if style else ""
-        spans.append(f'<span{style_attr} title="{html.escape(visible_text(title))}">{html.escape(visible_text(text))}</span>')
+        spans.append(
+            f'<span{style_attr} title="{html.escape(visible_text(title))}">{html.escape(visible_text(text))}</span>'
+        )
     head = f'<div style="{LEGEND}">{legend}</div>' if legend else ""
     return f'{head}<div style="{CONTAINER}">{"".join(spans)}</div>'
 
@@ -87,10 +89,14 @@ def highlight_html(trace: Trace, values: Sequence[float], signal: str) -> str:
         if evicted_at[tok.t] == NEVER:
             style = f"{style};{SURVIVOR_MARK}" if style else SURVIVOR_MARK
         styles.append(style)
-        titles.append(f"t={tok.t} “{piece(tok.text)}” · {signal} {format_value(values[tok.t])} · {_fate(trace, tok.t, evicted_at)}")
+        titles.append(
+            f"t={tok.t} “{piece(tok.text)}” · {signal} {format_value(values[tok.t])} · "
+            f"{_fate(trace, tok.t, evicted_at)}"
+        )
     legend = (
         f"Shade = {html.escape(signal)} (light = low, dark = high, robust 2–98% range); "
-        "<span style='border-bottom:2px solid #2b8a3e'>underlined</span> = survived to the end. Hover a token for its value."
+        "<span style='border-bottom:2px solid #2b8a3e'>underlined</span> = survived to the end. "
+        "Hover a token for its value."
     )
     return render_spans([tok.text for tok in trace.tokens], styles, titles, legend)
 
@@ -137,7 +143,6 @@ def cycle_context_html(trace: Trace, index: int, marked: Collection[int] = ()) -
     legend = (
         f"Refresh {index} ({cycle.phase}, after {cycle.step} tokens): <span style='{KEPT}'>kept ({len(kept)})</span>, "
         f"<span style='{JUST_EVICTED}'>evicted now ({n_new})</span>, <span style='{EVICTED}'>evicted earlier</span>, "
-        f"<span style='{FROZEN}'>frozen</span>"
-        + (f", <span style='{MARKED}'>the needle</span>." if marked else ".")
+        f"<span style='{FROZEN}'>frozen</span>" + (f", <span style='{MARKED}'>the needle</span>." if marked else ".")
     )
     return render_spans([tok.text for tok in tokens], styles, titles, legend)

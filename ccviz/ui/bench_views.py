@@ -11,7 +11,8 @@ from ..figures.benchmarks import FULL
 from ..figures.needle import needle_difference_figure, needle_map_figure
 from .views import chart
 
-# Task -> how its setting differs from the paper's (docs/benchmarks.md#how-the-miniatures-relate-to-the-papers-benchmarks).
+# Task -> how its setting differs from the paper's
+# (docs/benchmarks.md#how-the-miniatures-relate-to-the-papers-benchmarks).
 PAPER_NOTES = {
     "retention": (
         "The paper scores answer accuracy on real long documents (LongHealth clinical records, Qasper papers, "
@@ -81,21 +82,42 @@ def needle_maps(section: Section) -> None:
     if not evicting:
         return
     left, middle, right = st.columns([2, 1, 1])
-    policy = left.selectbox("Policy", evicting + [FULL], key="bench.needle.policy",
-                            help="Whose map: every policy measured, and the full cache (the ceiling).")
+    policy = left.selectbox(
+        "Policy",
+        evicting + [FULL],
+        key="bench.needle.policy",
+        help="Whose map: every policy measured, and the full cache (the ceiling).",
+    )
     budgets = sorted(summary.loc[summary["policy"] == policy, "budget"].unique())
-    budget = middle.selectbox("Budget", budgets, format_func=_budget, key="bench.needle.budget") if len(budgets) > 1 else budgets[0]
-    measure = right.segmented_control("Colour by", ["survival", "accuracy"], default="survival", required=True,
-                                      key="bench.needle.measure", help="Survival: every needle token cached when the "
-                                      "question is read. Accuracy: the greedy answer contains the value.")
+    budget = (
+        middle.selectbox("Budget", budgets, format_func=_budget, key="bench.needle.budget")
+        if len(budgets) > 1
+        else budgets[0]
+    )
+    measure = right.segmented_control(
+        "Colour by",
+        ["survival", "accuracy"],
+        default="survival",
+        required=True,
+        key="bench.needle.measure",
+        help="Survival: every needle token cached when the "
+        "question is read. Accuracy: the greedy answer contains the value.",
+    )
     chart(needle_map_figure(summary, policy, budget, measure), key="bench.needle.map", stem=f"ccviz-needle-{policy}")
     others = ["nothing", "the full cache", *[p for p in evicting if p != policy]]
-    against = st.selectbox("Difference against", others, key="bench.needle.against",
-                           help="Blue: this policy keeps (or answers) more than the other there; red: less.")
+    against = st.selectbox(
+        "Difference against",
+        others,
+        key="bench.needle.against",
+        help="Blue: this policy keeps (or answers) more than the other there; red: less.",
+    )
     if against != "nothing" and policy != FULL:
         other = FULL if against == "the full cache" else against
-        chart(needle_difference_figure(summary, policy, other, budget, measure), key="bench.needle.difference",
-              stem=f"ccviz-needle-{policy}-minus-{other}")
+        chart(
+            needle_difference_figure(summary, policy, other, budget, measure),
+            key="bench.needle.difference",
+            stem=f"ccviz-needle-{policy}-minus-{other}",
+        )
 
 
 def _command(section: Section, lead: str) -> None:
@@ -116,7 +138,8 @@ def section_view(section: Section, folder: str) -> None:
         st.caption(line)
     if section.incomplete:
         st.warning(
-            "Partial results (a run still going, or one that stopped): " + "; ".join(section.incomplete)
+            "Partial results (a run still going, or one that stopped): "
+            + "; ".join(section.incomplete)
             + ". The command below measures the rest; it resumes where the rows end."
         )
     if not section.measured:

@@ -82,8 +82,11 @@ def main() -> None:
                     cold.append(visit(context, url, charts))
                     warm.append(visit(context, url, charts))  # the same browser's second visit: a new session
                 context.close()
-                print(f"repeat {repeat + 1}: cold {cold[-1][1]:.1f} s (title {cold[-1][0]:.1f} s), "
-                      f"warm {warm[-1][1]:.1f} s (title {warm[-1][0]:.1f} s)", flush=True)
+                print(
+                    f"repeat {repeat + 1}: cold {cold[-1][1]:.1f} s (title {cold[-1][0]:.1f} s), "
+                    f"warm {warm[-1][1]:.1f} s (title {warm[-1][0]:.1f} s)",
+                    flush=True,
+                )
         finally:
             browser.close()
     print(header(f"the Benchmarks page in chromium: {folder}, {charts} charts, median of {args.repeats}"))
