@@ -208,9 +208,42 @@ def _commands(at: AppTest) -> list[str]:
     return [code.value for code in at.code]
 
 
+def _every_tab(at: AppTest) -> dict[str, dict[str, list]]:
+    """Each tab's label: what the page draws with that tab open (only the open tab is drawn), tab by tab.
+
+    Per tab: the charts' specs (parsed), the code blocks, markdown, captions and warnings in its panel."""
+    seen = {}
+    for label in [tab.label for tab in at.tabs]:
+        at.session_state["bench.tab"] = label
+        at.run()
+        assert not at.exception
+        (panel,) = [tab for tab in at.tabs if tab.label == label]
+        seen[label] = {
+            "charts": [json.loads(chart.proto.spec) for chart in panel.get("plotly_chart")],
+            "code": [code.value for code in panel.code],
+            "markdown": [m.value for m in panel.markdown],
+            "caption": [c.value for c in panel.caption],
+            "warning": [w.value for w in panel.warning],
+            "error": [e.value for e in panel.error],
+        }
+        others = [tab for tab in at.tabs if tab.label != label]
+        assert not any(
+            tab.get("plotly_chart") or tab.code or tab.markdown for tab in others
+        )  # drawn: the open one only
+        assert len(at.get("plotly_chart")) == len(seen[label]["charts"])
+    return seen
+
+
+def _all(seen: dict[str, dict[str, list]], kind: str) -> list:
+    """``kind`` of every tab, in the tabs' order."""
+    return [item for tab in seen.values() for item in tab[kind]]
+
+
 def test_page_plots_a_quick_run_with_provenance_tables_and_commands(monkeypatch, quick_results):
     at = _page(monkeypatch, quick_results)
-    assert not at.error and not at.warning
+    first = [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+    seen = _every_tab(at)
+    assert not at.error and not _all(seen, "error") and not at.warning and not _all(seen, "warning")
     assert [tab.label for tab in at.tabs] == [
         "Rare-fact retention",
         "Long-text perplexity",
@@ -222,12 +255,13 @@ def test_page_plots_a_quick_run_with_provenance_tables_and_commands(monkeypatch,
         "RULER-style tasks",
     ]
     meta = json.loads((quick_results / "retention.json").read_text())
-    captions = " ".join(c.value for c in at.caption)
+    captions = " ".join(_all(seen, "caption"))
     assert f"`{meta['commit']}`" in captions and meta["machine"] in captions and "tiny-random" in captions
     flags = f"--quick --model tiny-random --out {quick_results}"
-    assert _commands(at) == [f"python -m ccviz bench {task} {flags}" for task in TASKS]
+    assert _all(seen, "code") == [f"python -m ccviz bench {task} {flags}" for task in TASKS]
 
-    charts = [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+    charts = _all(seen, "charts")
+    assert first == seen["Rare-fact retention"]["charts"] and len(first) == 2  # the first run: the first tab's only
     titles = [chart["layout"]["title"]["text"] for chart in charts]
     assert [t.split(" ")[0] for t in titles] == [
         "Fact",
@@ -254,7 +288,7 @@ def test_page_plots_a_quick_run_with_provenance_tables_and_commands(monkeypatch,
     named = {t["name"] for t in charts[5]["data"]}
     assert all(f"{policy} · n^{slope:.2f}" in named for policy, slope in exponents.dropna().items())
 
-    text = " ".join(m.value for m in at.markdown)
+    text = " ".join(_all(seen, "markdown"))
     assert "Fact survival" in text and "full cache" in text and "refresh / forward" in text  # the report's tables
     assert "Rare-fact retention per cell" in text and "layers holding the fact" in text and "vs uniform" in text
     assert text.count("What differs from the paper") == 8
@@ -294,17 +328,19 @@ def test_page_shows_partial_missing_and_unreadable_results_plainly(monkeypatch, 
         for path in folder.glob(f"{name}*"):
             path.unlink()
     at = _page(monkeypatch, folder)
-    warnings = [w.value for w in at.warning]
+    seen = _every_tab(at)
+    assert not at.warning  # each is in its task's tab
+    warnings = _all(seen, "warning")
     assert len(warnings) == 3 and "retention: 1 of 2 cases so far" in warnings[0]
     assert "ablation_perplexity: not started yet" in warnings[1]
     assert "needle: 3 of 6 cells per policy so far (contexts up to 300 tokens)" in warnings[2]
-    assert any(f"No results in `{folder}` yet" in m.value for m in at.markdown)
-    assert f"python -m ccviz bench perplexity --quick --model tiny-random --out {folder}" in _commands(at)
-    assert not at.error
+    assert any(f"No results in `{folder}` yet" in m for m in _all(seen, "markdown"))
+    assert f"python -m ccviz bench perplexity --quick --model tiny-random --out {folder}" in _all(seen, "code")
+    assert not at.error and not _all(seen, "error")
 
     (folder / "decode.csv").write_text("prompt,policy\n0,full,extra,fields\n")
-    at = _page(monkeypatch, folder)
-    assert at.error and "could not read" in at.error[0].value
+    errors = _all(_every_tab(_page(monkeypatch, folder)), "error")
+    assert errors and "could not read" in errors[0]
 
 
 def test_a_folder_is_read_once_per_change_of_its_files_and_a_growing_run_shows_its_new_rows(
@@ -333,9 +369,10 @@ def test_a_folder_is_read_once_per_change_of_its_files_and_a_growing_run_shows_i
 
 def test_page_on_an_empty_folder_says_which_command_produces_results(monkeypatch, tmp_path):
     at = _page(monkeypatch, tmp_path)
-    assert not at.error and not at.get("plotly_chart")
+    seen = _every_tab(at)
+    assert not at.error and not _all(seen, "error") and not _all(seen, "charts")
     assert f"python -m ccviz bench all --out {tmp_path}" in at.info[0].value
-    assert _commands(at) == [f"python -m ccviz bench {task} --out {tmp_path}" for task in TASKS]
+    assert _all(seen, "code") == [f"python -m ccviz bench {task} --out {tmp_path}" for task in TASKS]
 
 
 def test_page_reads_the_published_results_wherever_the_server_started(monkeypatch, tmp_path):
@@ -353,6 +390,8 @@ def test_page_reads_the_published_results_wherever_the_server_started(monkeypatc
 
 def test_needle_tab_draws_each_policys_map_and_its_difference_from_the_summary(monkeypatch, quick_results):
     at = _page(monkeypatch, quick_results)
+    at.session_state["bench.tab"] = "Needle in a haystack"
+    at.run()
     summary = pd.read_csv(quick_results / "needle_summary.csv")
     picker = at.selectbox(key="bench.needle.policy")
     assert picker.options == ["sliding", "streaming_llm", "tova", "full"]  # the quick run's policies, the ceiling last
@@ -370,5 +409,5 @@ def test_needle_tab_draws_each_policys_map_and_its_difference_from_the_summary(m
     assert [v for row in difference.z for v in row] == pytest.approx(
         list(tova.accuracy.to_numpy() - sliding.accuracy.to_numpy())
     )
-    text = " ".join(m.value for m in at.markdown)
+    text = " ".join(_all(_every_tab(at), "markdown"))
     assert "Survival by depth of the needle" in text and "multikey" in text and "variable_tracking" in text

@@ -79,6 +79,11 @@ CHECK = """(labels) => {
 }"""
 
 
+# Every chart element shown has been drawn by plotly.js (its SVG is there).
+DRAWN = """() => [...document.querySelectorAll("[data-testid='stPlotlyChart']")]
+  .filter(el => el.offsetParent !== null).every(el => el.querySelector('.js-plotly-plot svg.main-svg'))"""
+
+
 def illegible(page, where: str) -> tuple[int, list[str]]:
     """How many charts ``page`` shows, and what in them cannot be read (each problem prefixed by ``where``)."""
     page.wait_for_timeout(600)  # a chart that has just been shown (a tab, a new width) redraws at its size
@@ -99,7 +104,9 @@ def _tabs(page, where: str) -> tuple[int, list[str]]:
     tabs = page.get_by_role("tab")
     for i in range(tabs.count()):
         tab = tabs.nth(i)
-        tab.click()
+        tab.click()  # the page draws only the open tab: a click reruns it
+        idle(page)
+        page.wait_for_function(DRAWN, timeout=RUN_TIMEOUT_MS)
         shown, found = illegible(page, f"{where} · {tab.inner_text()}")
         charts, problems = charts + shown, problems + found
     return charts, problems
