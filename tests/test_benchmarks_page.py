@@ -411,3 +411,8 @@ def test_needle_tab_draws_each_policys_map_and_its_difference_from_the_summary(m
     )
     text = " ".join(_all(_every_tab(at), "markdown"))
     assert "Survival by depth of the needle" in text and "multikey" in text and "variable_tracking" in text
+    at.session_state["bench.tab"] = "Needle in a haystack"  # back from the other tabs: the picks are kept
+    at.run()
+    assert at.selectbox(key="bench.needle.policy").value == "tova"
+    assert at.segmented_control(key="bench.needle.measure").value == "accuracy"
+    assert at.selectbox(key="bench.needle.against").value == "sliding"

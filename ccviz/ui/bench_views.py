@@ -9,6 +9,7 @@ from ..bench.browse import Section
 from ..bench.budget import budget_text
 from ..figures.benchmarks import FULL
 from ..figures.needle import needle_difference_figure, needle_map_figure
+from .inputs import SESSION
 from .views import chart
 
 # Task -> how its setting differs from the paper's
@@ -86,11 +87,12 @@ def needle_maps(section: Section) -> None:
         "Policy",
         evicting + [FULL],
         key="bench.needle.policy",
+        persist_state=SESSION,  # kept while another tab is open (only the open tab is drawn)
         help="Whose map: every policy measured, and the full cache (the ceiling).",
     )
     budgets = sorted(summary.loc[summary["policy"] == policy, "budget"].unique())
     budget = (
-        middle.selectbox("Budget", budgets, format_func=_budget, key="bench.needle.budget")
+        middle.selectbox("Budget", budgets, format_func=_budget, key="bench.needle.budget", persist_state=SESSION)
         if len(budgets) > 1
         else budgets[0]
     )
@@ -100,6 +102,7 @@ def needle_maps(section: Section) -> None:
         default="survival",
         required=True,
         key="bench.needle.measure",
+        persist_state=SESSION,  # kept while another tab is open (only the open tab is drawn)
         help="Survival: every needle token cached when the "
         "question is read. Accuracy: the greedy answer contains the value.",
     )
@@ -109,6 +112,7 @@ def needle_maps(section: Section) -> None:
         "Difference against",
         others,
         key="bench.needle.against",
+        persist_state=SESSION,  # kept while another tab is open (only the open tab is drawn)
         help="Blue: this policy keeps (or answers) more than the other there; red: less.",
     )
     if against != "nothing" and policy != FULL:
