@@ -23,6 +23,14 @@ CHROMIUM_ARGS = [
 RUN_TIMEOUT_MS = 150_000
 
 
+def browser_marks() -> list:
+    """A browser test module's ``pytestmark``: marker ``browser``, skipped where Debian's chromium is absent."""
+    import pytest  # here, not at the top: the app benchmarks import this module without pytest's plugins
+
+    reason = f"{CHROMIUM} is absent: install Debian's chromium (apt-get install chromium)"
+    return [pytest.mark.browser, pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=reason)]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -23,10 +23,10 @@ from pathlib import Path
 import pytest
 from browser_support import (
     ARTIFACTS,
-    CHROMIUM,
     ROOT,
     RUN_TIMEOUT_MS,
     SESSION_DOCUMENTS,
+    browser_marks,
     chromium,
     idle,
     metric,
@@ -38,13 +38,7 @@ from browser_support import (
     set_number,
 )
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        not Path(CHROMIUM).exists(),
-        reason=f"{CHROMIUM} is absent: install Debian's chromium (apt-get install chromium)",
-    ),
-]
+pytestmark = browser_marks()
 
 
 @pytest.fixture(scope="module")

@@ -11,14 +11,13 @@ the ticks); :func:`ccviz.figures.layout.legible` is what passes it.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 from browser_support import (
     ARTIFACTS,
-    CHROMIUM,
     ROOT,
     RUN_TIMEOUT_MS,
+    browser_marks,
     chromium,
     idle,
     model_ready,
@@ -29,13 +28,7 @@ from browser_support import (
     set_number,
 )
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        not Path(CHROMIUM).exists(),
-        reason=f"{CHROMIUM} is absent: install Debian's chromium (apt-get install chromium)",
-    ),
-]
+pytestmark = browser_marks()
 
 WIDE, NARROW = 1500, 1000  # window widths: the issue's, and a laptop's with the sidebar open
 LABELS = {  # what a reader must be able to read, by kind (plotly.js's class names)
