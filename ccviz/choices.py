@@ -16,7 +16,9 @@ Device = Literal["cpu", "cuda", "auto"]
 Dtype = Literal["float32", "float16", "bfloat16"]
 Variant = Literal["full", "fast", "fast_mlp"]  # which layers the counter-causal pass re-runs (docs/method.md)
 SurpriseScore = Literal["logit", "logprob", "contrast"]
-Granularity = Literal["token", "word", "sentence"]  # the unit a refresh keeps or evicts whole (ccviz.engine.units)
+Granularity = Literal[
+    "token", "word", "clause", "sentence"
+]  # the unit a refresh keeps or evicts whole (ccviz.engine.units)
 Pool = Literal["max", "mean"]  # how a unit's score is made from its tokens' scores
 Allocation = Literal[
     "uniform", "pyramid", "adaptive"

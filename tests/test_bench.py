@@ -208,6 +208,30 @@ def test_result_table_resumes_and_refuses_other_settings(tmp_path):
     assert loaded["meta"]["demo"]["settings"] == {"words": 10} and loaded["meta"]["demo"]["commit"]
 
 
+def test_a_result_table_grows_columns_refills_blank_cells_and_lets_extent_settings_change(tmp_path):
+    """A file from before a column was added gains it blank; a row that left a column blank is measured
+    again and replaced (not duplicated); settings that only count rows may change between runs."""
+    old = ResultTable(tmp_path, "grow", ["case", "policy", "value"], ["case", "policy"], {"words": 10, "cases": 2})
+    old.add({"case": 0, "policy": "tova", "value": 1})
+    columns = ["case", "policy", "value", "answered"]
+    grown = ResultTable(tmp_path, "grow", columns, ["case", "policy"], {"words": 10, "cases": 5}, extent=("cases",))
+    assert grown.has(case=0, policy="tova") and grown.lacks("answered", case=0, policy="tova")
+    assert not grown.lacks("answered", case=1, policy="tova")  # no row: missing, not lacking
+    grown.add({"case": 1, "policy": "tova", "value": 2, "answered": 0})
+    grown.add({"case": 0, "policy": "tova", "value": 3, "answered": 1})  # the refill replaces the row
+    frame = grown.frame()
+    assert sorted(zip(frame["case"], frame["value"], frame["answered"])) == [(0, 3, 1), (1, 2, 0)]
+    again = ResultTable(tmp_path, "grow", columns, ["case", "policy"], {"words": 10, "cases": 9}, extent=("cases",))
+    assert not again.lacks("answered", case=0, policy="tova") and again.meta["rows"] == 2
+    assert again.meta["settings"]["cases"] == 9
+    with pytest.raises(CcvizError, match="other settings"):  # what a row means still may not change
+        ResultTable(tmp_path, "grow", columns, ["case", "policy"], {"words": 20, "cases": 9}, extent=("cases",))
+    with pytest.raises(CcvizError, match="other columns"):  # a column gone is not a column added
+        ResultTable(
+            tmp_path, "grow", ["case", "policy"], ["case", "policy"], {"words": 10, "cases": 9}, extent=("cases",)
+        )
+
+
 def test_a_nan_written_to_a_result_table_reads_back_as_a_number(tmp_path):
     """csv writes a float NaN as "nan": it reads back as a missing number, not as text in a float column."""
     rows = ResultTable(tmp_path, "timed", ["policy", "n", "ratio"], ["policy", "n"], {})
@@ -478,3 +502,22 @@ def test_one_budget_rule_labels_every_budget():
     assert budget_text(0.25) == "J=25%" and budget_text(512.0) == "J=512"
     assert budget_text(0.1, "{:.0%} of the document", "{:d} tokens") == "10% of the document"
     assert budget_text(1024, "{:.0%} of the document", "{:d} tokens") == "1024 tokens"
+
+
+def test_retention_measures_again_the_rows_that_were_not_answered(tiny, tmp_path):
+    """A results file measured without answers gains them on the next run: each row once, now answered."""
+    from dataclasses import replace
+
+    from ccviz.bench.tasks import retention
+
+    settings = replace(retention.RetentionSettings.quick(), accuracy_cases=0)
+    specs = [PolicySpec("sliding")]
+    retention.run(tiny, specs, settings, tmp_path, log=lambda _: None)
+    before = load_results(tmp_path)["retention"]
+    assert before["answered"].isna().all() and len(before) == 4
+    retention.run(tiny, specs, replace(settings, accuracy_cases=settings.cases), tmp_path, log=lambda _: None)
+    after = load_results(tmp_path)["retention"]
+    assert len(after) == 4 and after["answered"].isin([0, 1]).all()
+    assert sorted(after["case"].astype(str) + after["policy"]) == sorted(before["case"].astype(str) + before["policy"])
+    summary = load_results(tmp_path)["retention_summary"]
+    assert (summary["accuracy_n"] == 2).all()

@@ -50,8 +50,10 @@ BAD = {
     "prefill_step": [(0, "prefill step must be at least 1")],
     "stop_at_eos": [(None, "stop_at_eos must be true or false")],
     "record": [("everything", "record must be one of policy, all")],
-    "granularity": [("phrase", "granularity must be one of token, word, sentence")],
+    "granularity": [("phrase", "granularity must be one of token, word, clause, sentence")],
     "pool": [("median", "pool must be one of max, mean")],
+    "left_context": [(-1, "left context must be at least 0"), (65, "left context must be at most 64")],
+    "sentence_share": [(1.5, "sentence share must be at most 1"), ("half", "sentence share must be a finite number")],
     "allocation": [("diagonal", "allocation must be one of uniform, pyramid, adaptive")],
     "pyramid_beta": [(0.5, "pyramid beta must be at least 1"), ("steep", "pyramid beta must be a finite number")],
     "policy_class": [

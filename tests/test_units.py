@@ -158,3 +158,116 @@ def test_token_granularity_is_todays_engine(tiny):
     prompt = make_case(0, words=60, seed=0).prompt
     a, b = generate(tiny, prompt, **kwargs), generate(tiny, prompt, granularity="token", pool="mean", **kwargs)
     assert [c.kept for c in a.cycles] == [c.kept for c in b.cycles] and all(c.units is None for c in a.cycles)
+
+
+def test_clauses_split_at_commas_colons_and_semicolons_but_not_inside_numbers(smollm):
+    text = "Dose: 4,817 mg, twice daily; then stop. Next"
+    assert _units(smollm, text, "clause") == ["Dose:", " 4,817 mg,", " twice daily;", " then stop.", " Next"]
+    assert _units(smollm, text, "sentence") == ["Dose: 4,817 mg, twice daily; then stop.", " Next"]
+
+
+def _left_context(words, clauses, scores, k):
+    """Slow reference: word w joins the best word (by pooled max; ties: the later) among itself and the k
+    words after it in its clause; consecutive words that join the same word form one unit."""
+    pooled = [max(s for s, u in zip(scores, words) if u == w) for w in range(max(words) + 1)]
+    clause_of = [clauses[words.index(w)] for w in range(len(pooled))]
+    best = []
+    for w in range(len(pooled)):
+        window = [j for j in range(w, min(w + k + 1, len(pooled))) if clause_of[j] == clause_of[w]]
+        best.append(max(window, key=lambda j: (pooled[j], j)))
+    unit, units = 0, []
+    for w in range(len(pooled)):
+        unit += w > 0 and best[w] != best[w - 1]
+        units.append(unit)
+    return [units[w] for w in words]
+
+
+def test_left_context_units_match_a_slow_reference_and_stay_inside_clauses():
+    from ccviz.engine.units import left_context_units
+
+    generator = torch.Generator().manual_seed(1)
+    for _ in range(200):
+        n = int(torch.randint(1, 50, (1,), generator=generator))
+        words = torch.cumsum(torch.rand(n, generator=generator) < 0.6, 0)
+        words -= words[0].clone()
+        starts = torch.ones(n, dtype=torch.bool)
+        starts[1:] = words[1:] != words[:-1]
+        clause_start = starts & (torch.rand(n, generator=generator) < 0.3)
+        clause_start[0] = True
+        clauses = torch.cumsum(clause_start.long(), 0) - 1
+        scores = torch.randint(0, 4, (n,), generator=generator).float()  # ties on purpose
+        k = int(torch.randint(0, 5, (1,), generator=generator))
+        units = left_context_units(scores, words, clauses, k, "max")
+        assert units.tolist() == _left_context(words.tolist(), clauses.tolist(), scores.tolist(), k)
+        for unit in set(units.tolist()):
+            members = units == unit
+            assert len(set(clauses[members].tolist())) == 1  # never across a clause end
+            assert len(set(words[members].tolist())) <= k + 1
+
+
+@pytest.mark.parametrize(
+    "settings", [{"left_context": 3}, {"sentence_share": 0.5}, {"left_context": 2, "sentence_share": 0.3}]
+)
+def test_left_context_and_two_level_budget_never_split_a_unit_and_respect_J(smollm, settings):
+    """On a real document under the counter-causal score: every unit a refresh decided on (recorded in the
+    trace) is wholly kept or wholly evicted, the cache never holds more than J, and places stay empty
+    only when no evicted unit would fit them."""
+    case = make_case(2, words=150, seed=0)
+    J = 64
+    trace = generate(
+        smollm,
+        case.prompt,
+        policy="counter_causal_fast",
+        cache_size=J,
+        granularity="word",
+        max_new_tokens=1,
+        **settings,
+    )
+    frozen, evicting = trace.config["frozen"], 0
+    for key, value in settings.items():
+        assert trace.config[key] == value
+    for cycle in trace.cycles:
+        if len(cycle.candidates) <= J:
+            continue
+        evicting += 1
+        kept = set(cycle.kept)
+        assert len(cycle.kept) - frozen <= J
+        by_unit: dict[int, set[bool]] = {}
+        for unit, t in zip(cycle.units, cycle.candidates):
+            by_unit.setdefault(unit, set()).add(t in kept)
+        assert all(len(fates) == 1 for fates in by_unit.values())
+        left = J - (len(cycle.kept) - frozen)
+        dropped = {u for u, fates in by_unit.items() if fates == {False}}
+        assert all(cycle.units.count(u) > left for u in dropped)
+    assert evicting >= 3
+
+
+def test_two_level_budget_keeps_the_best_sentences_whole_first(smollm):
+    from ccviz.engine.survivors import top_sentences
+
+    text = "One two three. Four five six seven. Eight nine. Ten eleven twelve"
+    ids = torch.tensor(smollm.tokenizer(text, add_special_tokens=False)["input_ids"])
+    classes = token_classes(smollm.tokenizer, smollm.model.get_input_embeddings().num_embeddings)
+    words, sentences = group_units(ids, classes, "word"), group_units(ids, classes, "sentence")
+    scores = torch.zeros(len(ids))
+    scores[sentences == 1] = 1.0  # "Four five six seven." is the best sentence, then "Eight nine."
+    scores[sentences == 2] = 0.5
+    size = int((sentences == 1).sum())
+    first = top_sentences(scores, words, sentences, size, int(words[sentences == 3][0]), "max")
+    assert torch.equal(first, sentences == 1)
+    more = top_sentences(scores, words, sentences, size + int((sentences == 2).sum()), int(words[-1]), "max")
+    assert torch.equal(more, (sentences == 1) | (sentences == 2))
+    # the last sentence is where the protected tail starts: never a first-level choice
+    assert not top_sentences(
+        scores + 5 * (sentences == 3), words, sentences, len(ids), int(words[sentences == 3][0]), "max"
+    )[sentences == 3].any()
+
+
+def test_left_context_and_sentence_share_need_word_units(tiny):
+    from ccviz.errors import CcvizError
+
+    prompt = make_case(0, words=60, seed=0).prompt
+    with pytest.raises(CcvizError, match="word units"):
+        generate(tiny, prompt, policy="tova", cache_size=24, granularity="sentence", left_context=2, max_new_tokens=1)
+    with pytest.raises(CcvizError, match="word units"):
+        generate(tiny, prompt, policy="tova", cache_size=24, sentence_share=0.5, max_new_tokens=1)

@@ -79,9 +79,12 @@ def provenance() -> dict[str, Any]:
 class ResultTable:
     """The rows of one task in ``<dir>/<name>.csv`` (+ ``<name>.json``), appended as they are measured.
 
-    ``key`` names the columns that identify a row; :meth:`has` tells a rerun what is already done.
-    Settings that change what a row means (document length, model, ...) go in ``settings``: a rerun
-    with other settings is refused instead of silently mixing incomparable rows.
+    ``key`` names the columns that identify a row; :meth:`has` tells a rerun what is already done, and
+    :meth:`lacks` which done rows left a column blank (an answer not asked for then): adding a row with
+    the same key replaces that row. Settings that change what a row means (document length, model, ...)
+    go in ``settings``: a rerun with other settings is refused instead of silently mixing incomparable
+    rows. Settings named in ``extent`` only say how many rows to measure (``cases``): they may change
+    between runs. A file written before this version added columns gains them, blank.
     """
 
     def __init__(
@@ -93,16 +96,17 @@ class ResultTable:
         settings: dict[str, Any],
         *,
         fresh: bool = False,
+        extent: tuple[str, ...] = (),
     ):
         self.path = Path(directory) / f"{name}.csv"
         self.meta_path = self.path.with_suffix(".json")
-        self.columns, self.key, self.settings = columns, key, settings
+        self.columns, self.key, self.settings, self.extent = columns, key, settings, extent
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if fresh:
             self.path.unlink(missing_ok=True)
             self.meta_path.unlink(missing_ok=True)
         old = json.loads(self.meta_path.read_text()) if self.meta_path.exists() else {}
-        self._done: set[tuple[str, ...]] = set()
+        self._done: dict[tuple[str, ...], frozenset[str]] = {}  # key -> the columns its row left blank
         if self.path.exists():
             self._resume(old)
         self.meta = provenance() | {"task": name, "settings": settings, "rows": len(self._done)}
@@ -110,16 +114,39 @@ class ResultTable:
         self.meta["policies"] = old.get("policies", {})
         self._write_meta()
 
+    def _meaning(self, settings: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in json.loads(json.dumps(settings)).items() if k not in self.extent}
+
     def _resume(self, old_meta: dict[str, Any]) -> None:
-        if old_meta.get("settings") != json.loads(json.dumps(self.settings)):
+        if self._meaning(old_meta.get("settings", {})) != self._meaning(self.settings):
             raise CcvizError(
                 f"{self.path} was measured with other settings: pass --fresh to start over, or --out another folder"
             )
         with self.path.open(newline="", encoding="utf-8") as handle:
             reader = csv.DictReader(handle)
-            if reader.fieldnames != self.columns:
+            fields, rows = list(reader.fieldnames or []), list(reader)
+        if fields != self.columns:
+            if not set(fields) <= set(self.columns):
                 raise CcvizError(f"{self.path} has other columns than this version writes: pass --fresh to start over")
-            self._done = {tuple(row[k] for k in self.key) for row in reader}
+            rows = [{c: row.get(c, "") for c in self.columns} for row in rows]
+            self._rewrite(rows)  # an older file: the columns added since, blank
+        self._done = {self._row_key(row): self._blanks(row) for row in rows}
+
+    def _row_key(self, row: dict[str, Any]) -> tuple[str, ...]:
+        return tuple(str(row[k]) for k in self.key)
+
+    @staticmethod
+    def _blanks(row: dict[str, Any]) -> frozenset[str]:
+        return frozenset(c for c, v in row.items() if v is None or str(v) == "")
+
+    def _rewrite(self, rows: list[dict[str, Any]]) -> None:
+        """Write the whole file anew (through a temporary file, so a kill never leaves half of it)."""
+        tmp = self.path.with_suffix(".csv.tmp")
+        with tmp.open("w", newline="", encoding="utf-8") as handle:
+            writer = csv.DictWriter(handle, fieldnames=self.columns)
+            writer.writeheader()
+            writer.writerows(rows)
+        tmp.replace(self.path)
 
     def _write_meta(self) -> None:
         tmp = self.meta_path.with_suffix(".json.tmp")
@@ -140,20 +167,31 @@ class ResultTable:
         self._write_meta()
 
     def has(self, **key: Any) -> bool:
-        return tuple(str(key[k]) for k in self.key) in self._done
+        return self._row_key(key) in self._done
+
+    def lacks(self, column: str, **key: Any) -> bool:
+        """Whether the row of ``key`` was measured but left ``column`` blank (False when there is no row)."""
+        return column in self._done.get(self._row_key(key), ())
 
     def add(self, row: dict[str, Any]) -> None:
-        """Append one row and flush it to disk at once."""
+        """Append one row and flush it to disk at once; a row whose key is already there replaces it."""
         missing = set(self.columns) - set(row)
         if missing:
             raise KeyError(f"row lacks {sorted(missing)}")
-        new_file = not self.path.exists()
-        with self.path.open("a", newline="", encoding="utf-8") as handle:
-            writer = csv.DictWriter(handle, fieldnames=self.columns)
-            if new_file:
-                writer.writeheader()
-            writer.writerow({c: row[c] for c in self.columns})
-        self._done.add(tuple(str(row[k]) for k in self.key))
+        row = {c: row[c] for c in self.columns}
+        key = self._row_key(row)
+        if key in self._done:
+            with self.path.open(newline="", encoding="utf-8") as handle:
+                kept = [old for old in csv.DictReader(handle) if self._row_key(old) != key]
+            self._rewrite([*kept, row])
+        else:
+            new_file = not self.path.exists()
+            with self.path.open("a", newline="", encoding="utf-8") as handle:
+                writer = csv.DictWriter(handle, fieldnames=self.columns)
+                if new_file:
+                    writer.writeheader()
+                writer.writerow(row)
+        self._done[key] = self._blanks(row)
         self.meta.update(date=_now(), rows=len(self._done))
         self._write_meta()
 

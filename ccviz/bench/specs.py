@@ -26,6 +26,8 @@ ENGINE_KEYS = (
     "recent_share",
     "allocation",
     "pyramid_beta",
+    "left_context",
+    "sentence_share",
 )  # spec keys that are run settings, not policy options
 _ENGINE_RULES = {
     "granularity": rule_of(RunConfig, "granularity"),
@@ -33,6 +35,8 @@ _ENGINE_RULES = {
     "recent_share": Rule("recent_share", "number", 0, 1),
     "allocation": rule_of(RunConfig, "allocation"),
     "pyramid_beta": rule_of(RunConfig, "pyramid_beta"),
+    "left_context": rule_of(RunConfig, "left_context"),
+    "sentence_share": rule_of(RunConfig, "sentence_share"),
 }
 
 if TYPE_CHECKING:

@@ -69,6 +69,10 @@ class RunConfig:
         "granularity", GRANULARITIES, default=None, optional=True
     )  # the unit kept whole; None: the policy's
     pool: Pool = choice("pool", POOLS, default="max")  # a unit's score from its tokens' (word and sentence units)
+    # word units only: each word takes along up to this many words before it in its clause (ccviz.engine.units)
+    left_context: int = whole("left context", 0, default=0, maximum=64)
+    # word units only: this share of the scored places goes to the best whole sentences first, the rest by word
+    sentence_share: float = number("sentence share", 0, 1, default=0.0)
     allocation: Allocation = choice(
         "allocation", ALLOCATIONS, default="uniform"
     )  # the budget over layers and heads (ccviz.engine.allocation)
@@ -130,6 +134,10 @@ class RunConfig:
         text = f"{self.policy} ({options})" if options else self.policy
         if self.granularity not in (None, "token"):
             text += f" by {self.granularity} ({self.pool})"
+        if self.left_context:
+            text += f" with {self.left_context} words of left context"
+        if self.sentence_share:
+            text += f", {self.sentence_share:.0%} to whole sentences first"
         return text + (f", {self.allocation}" if self.allocation != "uniform" else "")
 
     def describe_budget(self) -> str:
@@ -161,6 +169,10 @@ class RunConfig:
         sinks = policy.sinks if prompt_tokens is None else min(policy.sinks, prompt_tokens)
         recent = policy.default_recent(self.cache_size) if self.recent is None else self.recent
         granularity = self.granularity or policy.default_granularity
+        if (self.left_context or self.sentence_share) and granularity != "word":
+            raise CcvizError(
+                f"left context and sentence share shape word units: use granularity 'word', not {granularity!r}"
+            )
         if self.allocation != "uniform" and granularity != "token":
             raise CcvizError(
                 f"allocation {self.allocation!r} keeps single tokens per layer: use granularity 'token', "

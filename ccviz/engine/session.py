@@ -230,9 +230,10 @@ class CacheSession:
         seen = visible.permute(2, 0, 1).to(score.dtype)
         return (score * seen).sum(dim=(1, 2)) / seen.sum(dim=(1, 2)).clamp(min=1)
 
-    def units(self) -> torch.Tensor | None:
-        """The unit number of every candidate (long ``[candidates]``), or None at token granularity."""
-        return self.selector.units(self.cache.tok[self.cache.frozen :])
+    def units(self, score: torch.Tensor | None = None) -> torch.Tensor | None:
+        """The unit number of every candidate (long ``[candidates]``), or None at token granularity;
+        ``left_context`` units are made from the candidates' ``score`` too."""
+        return self.selector.units(self.cache.tok[self.cache.frozen :], score)
 
     def survivors(
         self,
@@ -244,7 +245,8 @@ class CacheSession:
         """Indices (into the candidates, ascending) that one decision for every layer keeps given the
         candidates' ``score`` (:meth:`SurvivorSelector.survivors`); ``cache_size`` / ``recent`` default
         to the run's, ``units`` to :meth:`units`."""
-        return self.selector.survivors(score, self.units() if units is None else units, cache_size, recent)
+        units = self.units(score) if units is None else units
+        return self.selector.survivors(score, units, cache_size, recent, tok=self.cache.tok[self.cache.frozen :])
 
     @torch.inference_mode()
     def refresh(self) -> None:
@@ -270,7 +272,7 @@ class CacheSession:
         if policy.evicts:
             score = self._score(policy, view)
             scores[_signal(policy)] = self.per_candidate(score, visible).tolist()
-            units = self.selector.units(view.tok)
+            units = self.selector.units(view.tok, score)
             if units is not None:  # what ranked each candidate: its unit's pooled score
                 scores[f"{policy.signal}:{config.granularity}"] = pool_scores(score, units, config.pool)[units].tolist()
             self.selector.keep(cache, score, units, visible)

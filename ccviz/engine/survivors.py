@@ -18,7 +18,7 @@ from ..cache import CacheState
 from ..choices import Pool
 from .allocation import pyramid_budgets
 from .config import RunConfig
-from .units import group_units, pool_scores, token_classes
+from .units import group_units, left_context_units, pool_scores, token_classes
 
 
 def select_survivors(scores: torch.Tensor, cache_size: int, recent: int) -> torch.Tensor:
@@ -67,10 +67,16 @@ def select_units(scores: torch.Tensor, units: torch.Tensor, cache_size: int, rec
     places = cache_size - int(sizes[protected].sum())
     if places < 0:
         return torch.arange(n - cache_size, n)
-    pooled = pool_scores(scores, units, pool)
-    open_units = int(first_protected)
-    order = open_units - 1 - torch.argsort(pooled[:open_units].flip(0), descending=True, stable=True)
     kept = protected.clone()
+    fill_units(pool_scores(scores, units, pool), sizes, int(first_protected), places, kept)
+    return torch.nonzero(kept[units]).flatten()
+
+
+def fill_units(pooled: torch.Tensor, sizes: torch.Tensor, open_units: int, places: int, kept: torch.Tensor) -> None:
+    """Mark in ``kept`` (bool ``[units]``) the best of the first ``open_units`` units by ``pooled`` score
+    that fit in ``places`` tokens (``sizes``: tokens per unit), best first; a unit that no longer fits is
+    skipped and the next one that does takes the places. Ties go to the more recent unit."""
+    order = open_units - 1 - torch.argsort(pooled[:open_units].flip(0), descending=True, stable=True)
     ranked_sizes = sizes[order]
     alive = torch.ones(open_units, dtype=torch.bool)
     while places > 0:  # one round per skipped size: a handful, never one per token
@@ -81,7 +87,22 @@ def select_units(scores: torch.Tensor, units: torch.Tensor, cache_size: int, rec
         kept[order[taken]] = True
         alive &= ~taken
         places -= int(ranked_sizes[taken].sum())
-    return torch.nonzero(kept[units]).flatten()
+
+
+def top_sentences(
+    scores: torch.Tensor, words: torch.Tensor, sentences: torch.Tensor, places: int, open_words: int, pool: Pool
+) -> torch.Tensor:
+    """bool ``[candidates]``: the best whole sentences by pooled score within ``places`` tokens, among the
+    sentences that end before word ``open_words`` (where the protected tail starts): the first level of
+    the two-level budget (``sentence_share``)."""
+    open_tokens = int((words < open_words).sum())
+    ends = torch.zeros(int(sentences[-1]) + 1, dtype=torch.long).scatter_reduce(
+        0, sentences, torch.arange(sentences.numel()), reduce="amax", include_self=False
+    )
+    open_sentences = int((ends < open_tokens).sum())  # sentences are runs: the ones wholly before the tail
+    kept = torch.zeros(ends.numel(), dtype=torch.bool)
+    fill_units(pool_scores(scores, sentences, pool), torch.bincount(sentences), open_sentences, places, kept)
+    return kept[sentences]
 
 
 def layer_scores(score: torch.Tensor, layer: int) -> torch.Tensor:
@@ -138,12 +159,20 @@ class SurvivorSelector:
             else None
         )
 
-    def units(self, tok: torch.Tensor) -> torch.Tensor | None:
+    def units(self, tok: torch.Tensor, score: torch.Tensor | None = None) -> torch.Tensor | None:
         """The unit number of every candidate (``tok`` long ``[candidates]``): long ``[candidates]``, or
-        None at token granularity."""
-        if self.config.granularity == "token":
+        None at token granularity. With ``left_context`` the units depend on the candidates' ``score``
+        ``[candidates]`` too (:func:`.units.left_context_units`; without one: the words)."""
+        config = self.config
+        if config.granularity == "token":
             return None
-        return group_units(tok, token_classes(self.tokenizer, self.vocab_size), self.config.granularity)
+        classes = token_classes(self.tokenizer, self.vocab_size)
+        units = group_units(tok, classes, config.granularity)
+        if config.left_context and score is not None and score.dim() == 1:
+            units = left_context_units(
+                score, units, group_units(tok, classes, "clause"), config.left_context, config.pool
+            )
+        return units
 
     def survivors(
         self,
@@ -151,15 +180,26 @@ class SurvivorSelector:
         units: torch.Tensor | None = None,
         cache_size: int | None = None,
         recent: int | None = None,
+        tok: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Indices (into the candidates, ascending) that one decision for every layer keeps given the
-        candidates' ``score`` ``[candidates]``: the rank cut, or whole units when ``units`` are given.
+        candidates' ``score`` ``[candidates]``: the rank cut, or whole units when ``units`` are given
+        (under ``sentence_share``, the best whole sentences first: their token ids ``tok`` are needed).
         ``cache_size`` / ``recent`` default to the run's."""
         cache_size = self.config.cache_size if cache_size is None else cache_size
         recent = self.config.recent if recent is None else recent
         if units is None:
             return select_survivors(score, cache_size, recent)
-        return select_units(score, units, cache_size, recent, self.config.pool)
+        share, pool = self.config.sentence_share, self.config.pool
+        if share and score.numel() > cache_size:  # whole sentences first, then words (units) in the rest
+            assert tok is not None, "the two-level budget reads the sentences of the candidates' tokens"
+            sentences = group_units(tok, token_classes(self.tokenizer, self.vocab_size), "sentence")
+            places = round(share * (cache_size - min(recent, cache_size)))
+            first = top_sentences(
+                score, units, sentences, places, first_protected_unit(units, cache_size, recent), pool
+            )
+            score = score.masked_fill(first, float("inf"))
+        return select_units(score, units, cache_size, recent, pool)
 
     def keep(
         self, cache: CacheState, score: torch.Tensor, units: torch.Tensor | None, visible: torch.Tensor | None
@@ -173,7 +213,8 @@ class SurvivorSelector:
         frozen = torch.arange(cache.frozen)
         if visible is None:
             if score.shape[0] > self.config.cache_size:
-                cache.keep(torch.cat([frozen, cache.frozen + self.survivors(score, units)]))
+                survivors = self.survivors(score, units, tok=cache.tok[cache.frozen :])
+                cache.keep(torch.cat([frozen, cache.frozen + survivors]))
             return
         if self.config.allocation == "pyramid":  # one head set per layer: what the layer holds
             held = visible[:, 0]

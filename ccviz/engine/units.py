@@ -11,7 +11,13 @@ Units come from the token texts alone, through per-vocabulary tables built once 
   that ends with a newline or is special; every other token continues the word before, and so does
   any token after a token of spaces alone (SmolLM2 writes `` 4817`` as ``" "``, ``"4"``, ...);
 - a *sentence* ends after a token that contains a newline, after a special token, and after a token
-  ending in ``.``, ``!`` or ``?`` that the next token does not continue (so ``3.14`` stays whole).
+  ending in ``.``, ``!`` or ``?`` that the next token does not continue (so ``3.14`` stays whole);
+- a *clause* ends where a sentence does, and also after a token ending in ``,``, ``:`` or ``;`` that the
+  next token does not continue (so ``4,817`` stays whole).
+
+Two forms decide with the scores as well (:func:`left_context_units`): every word takes along up to k
+words before it in its clause (``left_context``), so a surprising value is kept with the words that say
+what it is.
 
 Everything per refresh is vectorised over the candidates (cumulative sums and scatter-reductions).
 Which units survive is decided with every other keep rule in :mod:`ccviz.engine.survivors`
@@ -29,6 +35,7 @@ import torch
 from ..choices import Granularity, Pool
 
 _SENTENCE_ENDS = (".", "!", "?")
+_CLAUSE_ENDS = (",", ":", ";")
 
 
 @dataclass(frozen=True)
@@ -41,6 +48,7 @@ class TokenClasses:
     breaks: torch.Tensor  # contains a newline, or is special: ends a sentence
     stops: torch.Tensor  # ends in . ! ? (whitespace aside): ends a sentence when the next token begins a word
     special: torch.Tensor  # a special token (chat template): a unit of its own at every granularity
+    pauses: torch.Tensor  # ends in , : ; (whitespace aside): ends a clause when the next token begins a word
 
 
 _classes: weakref.WeakKeyDictionary[Any, TokenClasses] = weakref.WeakKeyDictionary()
@@ -65,11 +73,12 @@ def token_classes(tokenizer: Any, vocab_size: int) -> TokenClasses:
             i in special or "\n" in text,
             text.rstrip().endswith(_SENTENCE_ENDS),
             i in special,
+            text.rstrip().endswith(_CLAUSE_ENDS),
         )
         for i, text in enumerate(texts)
     ]
-    table = torch.tensor(rows, dtype=torch.bool).reshape(size, 6)
-    unknown = torch.tensor([[True, True, False, True, False, True]]).expand(vocab_size - size, 6)
+    table = torch.tensor(rows, dtype=torch.bool).reshape(size, 7)
+    unknown = torch.tensor([[True, True, False, True, False, True, False]]).expand(vocab_size - size, 7)
     table = torch.cat([table, unknown])
     classes = TokenClasses(*table.T.contiguous())
     _classes[tokenizer] = classes
@@ -78,7 +87,8 @@ def token_classes(tokenizer: Any, vocab_size: int) -> TokenClasses:
 
 def group_units(tok: torch.Tensor, classes: TokenClasses, granularity: Granularity) -> torch.Tensor:
     """The unit number of each of ``tok`` ``[n]`` (token ids in cache order): long ``[n]``, 0, 1, ...
-    non-decreasing, one number per word or sentence; under ``token`` every token is its own unit."""
+    non-decreasing, one number per word, clause or sentence; under ``token`` every token is its own unit.
+    Every clause and sentence starts on a word start, so words nest in clauses and clauses in sentences."""
     n = tok.numel()
     if granularity == "token" or n == 0:
         return torch.arange(n)
@@ -91,7 +101,8 @@ def group_units(tok: torch.Tensor, classes: TokenClasses, granularity: Granulari
     else:
         next_starts_word = torch.ones(n, dtype=torch.bool)
         next_starts_word[:-1] = word_start[1:]
-        ends = classes.breaks[tok] | (classes.stops[tok] & next_starts_word)
+        stops = classes.stops[tok] | (classes.pauses[tok] if granularity == "clause" else False)
+        ends = classes.breaks[tok] | (stops & next_starts_word)
         starts = torch.ones(n, dtype=torch.bool)
         starts[1:] = ends[:-1] | classes.special[tok[1:]]
     starts[0] = True
@@ -104,3 +115,35 @@ def pool_scores(scores: torch.Tensor, units: torch.Tensor, pool: Pool) -> torch.
     reduce = "amax" if pool == "max" else "mean"
     out = torch.zeros(count, dtype=scores.dtype)
     return out.scatter_reduce(0, units, scores, reduce=reduce, include_self=False)
+
+
+def left_context_units(
+    scores: torch.Tensor, words: torch.Tensor, clauses: torch.Tensor, context: int, pool: Pool
+) -> torch.Tensor:
+    """Units of a word and up to ``context`` words before it in its clause: long ``[n]`` like :func:`group_units`.
+
+    Each word looks at itself and the ``context`` words after it in its clause and joins the best of
+    them by pooled score (ties: the later one). That choice never goes back as the words go on, so
+    the words that chose the same one are a run: the chosen word with some of the words before it,
+    at most ``context + 1`` words, never across a clause end. Pooled by max, a unit scores as its
+    best word, so a surprising value is kept with the words that introduce it (the key of a question
+    about it) rather than alone. ``scores`` ``[n]``; ``words``, ``clauses``: :func:`group_units` of the
+    same tokens (words nest in clauses).
+    """
+    pooled = pool_scores(scores, words, pool)  # [W]
+    count = pooled.numel()
+    if count == 0 or context == 0:
+        return words
+    starts = torch.ones(words.numel(), dtype=torch.bool)
+    starts[1:] = words[1:] != words[:-1]
+    clause = clauses[starts]  # [W]: the clause of each word
+    span = context + 1
+    # Ranks instead of scores: no two alike (equal scores rank the later word higher) and every one above
+    # the -1 of a place outside the clause, whatever the scores are (+inf or -inf included).
+    rank = torch.empty(count).scatter_(0, torch.argsort(pooled, stable=True), torch.arange(count, dtype=torch.float))
+    values = torch.cat([rank, rank.new_full((context,), -1.0)]).unfold(0, span, 1)  # [W, span]
+    same = torch.cat([clause, clause.new_full((context,), -1)]).unfold(0, span, 1) == clause[:, None]
+    best = torch.arange(count) + values.masked_fill(~same, -1.0).argmax(dim=1)  # the chosen word
+    first = torch.ones(count, dtype=torch.bool)
+    first[1:] = best[1:] != best[:-1]
+    return (torch.cumsum(first.long(), 0) - 1)[words]

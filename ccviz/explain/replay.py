@@ -95,7 +95,7 @@ def _explain_here(session: CacheSession, cycle: Cycle, refresh: int, t: int, tex
         score = policy.score_candidates(lm.model, view).to(torch.float32).cpu()
     else:
         score = torch.zeros(len(candidates))
-    units = session.units()
+    units = session.units(score)
     evicting = policy.evicts and len(candidates) > session.config.cache_size
     kept = not evicting or row in session.survivors(score, units=units).tolist()
     reason, rank = _reason(session, score, units, row, kept)

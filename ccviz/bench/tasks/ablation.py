@@ -4,7 +4,7 @@ The score grid: {full, fast} x {logit, logprob, contrast} x min_gap {0, 2} x smo
 specs. Beyond the paper (:func:`beyond_paper_specs`): the unit of the keep decision (token, word or
 sentence, pooled by max or mean), recency hybrids (recent = J/4, J/2), wider smoothing, the layer
 split (``from_layer``) and the banded pass (``window``), crossed with the scores that matter, plus the
-attention policies by word. Each spec is a screen: rare-fact survival on 20 cases at one budget and
+attention policies by word. Each spec is a screen: answers (and survival) on 20 rare-fact cases at one budget and
 perplexity on one segment; the leaders are then confirmed on the full retention set at every budget
 and on perplexity with attention sinks (docs/policies.md#why-the-defaults-are-what-they-are).
 """
@@ -34,8 +34,8 @@ MIN_GAPS = (0, 2)
 SMOOTHING = (0, 5)
 RETENTION_BUDGET = 0.25
 PERPLEXITY_BUDGET = 128
-# 24 specs x 100 cases would be ~3 CPU-hours; the ablation ranks variants on fact *survival* (the
-# low-noise signal: no answer generated) over fewer cases, and on the first perplexity segment.
+# 24 specs x 100 cases would be ~3 CPU-hours; the ablation screens variants on answers (with survival
+# beside them) over fewer cases, and on the first perplexity segment; leaders are confirmed on all 100.
 RETENTION_CASES = 20
 PERPLEXITY_SEGMENTS = 1
 
@@ -149,7 +149,7 @@ def run(
     if quick:
         r, p = retention.RetentionSettings.quick(), perplexity.PerplexitySettings.quick()
     else:
-        r = replace(retention.RetentionSettings(), cases=RETENTION_CASES, accuracy_cases=0)
+        r = replace(retention.RetentionSettings(), cases=RETENTION_CASES, accuracy_cases=RETENTION_CASES)
         p = replace(perplexity.PerplexitySettings(), segments=PERPLEXITY_SEGMENTS)
     return {
         "retention": retention.run(

@@ -146,6 +146,10 @@ class Cell:
             "budget": self.budget,
         }
 
+    @property
+    def needs(self) -> tuple[str, ...]:
+        return ()  # every row is measured whole
+
     def __str__(self) -> str:
         where = "" if self.depth is None else f" at depth {self.depth:.0%}"
         return f"{self.task} {self.length} tokens{where}, trial {self.trial}, {self.spec.label}, budget {self.budget}"

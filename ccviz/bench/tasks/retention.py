@@ -3,9 +3,11 @@ and can the model still answer?
 
 For every case x policy x budget (J as a fraction of the document's tokens, h = J/4) the prompt
 (document + question, one chat turn) is run through the engine. *Survival*: every token of the
-fact's value is in the cache at the last refresh before the first question token. *Accuracy*: on
-the first ``accuracy_cases`` cases the model also answers (greedy), checked by normalised string
-match. The full cache runs once per case and is the ceiling for every budget.
+fact's value is in the cache at the last refresh before the first question token. *Accuracy*: the
+model also answers (greedy; on every case unless ``accuracy_cases`` says fewer), checked by normalised
+string match: answers are the measure, survival the diagnosis. The full cache runs once per case and
+is the ceiling for every budget. A row measured when its case was not answered is measured again once
+it is (``cases`` and ``accuracy_cases`` only say how many rows there are, so a results file grows).
 """
 
 from __future__ import annotations
@@ -47,12 +49,13 @@ COLUMNS = [
     "seconds",
 ]
 KEY = ["case", "policy", "budget"]
+EXTENT = ("cases", "accuracy_cases")  # how many rows, not what a row means: a results file grows with them
 
 
 @dataclass(frozen=True)
 class RetentionSettings(Validated):
-    cases: int = whole("cases", 1, default=100)  # survival is measured on all of them
-    accuracy_cases: int = whole("accuracy cases", 0, default=50)  # the first ones also generate an answer
+    cases: int = whole("cases", 1, default=100)
+    accuracy_cases: int = whole("accuracy cases", 0, default=100)  # the first ones also generate an answer
     words: int = whole("words", 1, default=400)  # document body length (about 660 tokens with SmolLM2's tokenizer)
     budgets: tuple[float, ...] = number(
         "budgets", 0, 1, default=(0.1, 0.25, 0.5), each=True
@@ -85,6 +88,10 @@ class RetentionCell:
 
     def key(self) -> dict[str, Any]:
         return {"case": self.index, "policy": self.spec.label, "budget": self.budget}
+
+    @property
+    def needs(self) -> tuple[str, ...]:
+        return ("answered",) if self.answer else ()
 
     def __str__(self) -> str:
         return f"case {self.index}, {self.spec.label}, budget {self.budget}"
@@ -159,6 +166,7 @@ def run(
         model_args=model_args or {},
         fresh=fresh,
         log=log,
+        extent=EXTENT,
     )
 
 

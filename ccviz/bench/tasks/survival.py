@@ -109,6 +109,10 @@ class Cell(Protocol):
     def key(self) -> dict[str, Any]:
         """The row's key columns (:attr:`.results.ResultTable.key`)."""
 
+    @property
+    def needs(self) -> tuple[str, ...]:
+        """Columns the row must fill: a row measured earlier that left one blank is measured again."""
+
 
 def run_cells(
     name: str,
@@ -126,13 +130,19 @@ def run_cells(
     model_args: dict[str, Any],
     fresh: bool,
     log: Callable[[str], None],
+    extent: tuple[str, ...] = (),
 ) -> pd.DataFrame:
-    """Measure every cell not yet in ``<out>/<name>.csv`` with ``measure`` (a module-level function), rows
-    appended as they finish; the summary of what is there (also after an interruption)."""
+    """Measure every cell not yet in ``<out>/<name>.csv``, or there without a column it ``needs``, with
+    ``measure`` (a module-level function), rows appended (or replaced) as they finish; the summary of what
+    is there (also after an interruption). ``extent``: the settings that only say how many rows to measure."""
     model = lm.name if lm is not None else model_name(model_args.get("name_or_path"))
-    table = ResultTable(out, name, columns, key, {"model": model, **settings}, fresh=fresh)
+    table = ResultTable(out, name, columns, key, {"model": model, **settings}, fresh=fresh, extent=extent)
     table.pin_policies([FULL, *specs])
-    todo = [cell for cell in cells if not table.has(**cell.key())]
+    todo = [
+        cell
+        for cell in cells
+        if not table.has(**cell.key()) or any(table.lacks(column, **cell.key()) for column in cell.needs)
+    ]
     try:
         measure_into(table, todo, len(cells), measure, lm=lm, model_args=model_args, workers=workers, log=log)
     finally:  # a partial run still leaves its summary
