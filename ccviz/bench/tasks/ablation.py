@@ -111,6 +111,48 @@ def beyond_paper_specs(num_layers: int) -> list[PolicySpec]:
     return [by_token(spec) for spec in specs]
 
 
+LEFT_CONTEXTS = (3, 8)  # words before a word that ride with it: a few, or most of a clause
+SENTENCE_SHARE = 0.5  # the two-level budget: half the scored places to whole sentences first
+
+
+def answer_forms_specs() -> list[PolicySpec]:
+    """Forms aimed at answers (docs/benchmarks.md#why-a-kept-fact-goes-unanswered), screened on answers next
+    to the references they are paired with: the recency window, TOVA, each policy's default and the
+    paper's form, and the units they grow from.
+
+    - a surprising word with its left context (k = 3 and 8 words, within its clause), by logit and
+      contrast, and for the full variant;
+    - clause units (split at , : ; as well as sentence ends);
+    - contrast and wider smoothing (9) with word, clause and sentence units;
+    - the two-level budget: half the scored places to the best whole sentences, the rest by word.
+    """
+    fast, full = "counter_causal_fast", "counter_causal"
+    word, sentence = UNITS[1], UNITS[3]
+    clause = (("granularity", "clause"), ("pool", "max"))
+    wide = (("smooth", WIDE_SMOOTHING),)
+    references = [PolicySpec("sliding"), PolicySpec("tova"), *ablation_specs()[:1]]  # the paper's form: logit
+    references += [
+        PolicySpec(full, (("score", "logprob"), ("min_gap", 0), ("smooth", 0))),  # each variant's default
+        PolicySpec(fast, (("score", "logit"), ("min_gap", 0), ("smooth", 0))),
+    ]
+    specs = [
+        PolicySpec(fast, (("score", score), *unit)) for score in ("logit", "contrast") for unit in (word, sentence)
+    ]
+    specs += [PolicySpec(fast, (("score", "contrast"), *wide, *unit)) for unit in (word, clause, sentence)]
+    specs += [PolicySpec(fast, (("score", score), *clause)) for score in ("logit", "contrast")]
+    specs += [
+        PolicySpec(fast, (("score", score), *word, ("left_context", k)))
+        for score in ("logit", "contrast")
+        for k in LEFT_CONTEXTS
+    ]
+    specs += [
+        PolicySpec(fast, (("score", score), *word, ("sentence_share", SENTENCE_SHARE)))
+        for score in ("logit", "contrast")
+    ]
+    specs += [PolicySpec(full, (("score", "logprob"), *unit)) for unit in (sentence, (*word, ("left_context", 3)))]
+    return references + [by_token(spec) for spec in specs]
+
+
 def quick_beyond_specs(num_layers: int) -> list[PolicySpec]:
     """One spec per new axis, for ``--quick``."""
     return [
@@ -124,7 +166,8 @@ def default_labels(measured: set[str]) -> set[str]:
     the layer split's largest ``from_layer`` is L - 1, so it tells the model's depth (SmolLM2's 30 if none)."""
     splits = [parse_spec(label).build().options().get("from_layer", 0) for label in measured if "from_layer=" in label]
     layers = max(splits, default=29) + 1
-    return {spec.label for spec in [*ablation_specs(), *beyond_paper_specs(layers), *quick_beyond_specs(layers)]}
+    specs = [*ablation_specs(), *beyond_paper_specs(layers), *answer_forms_specs(), *quick_beyond_specs(layers)]
+    return {spec.label for spec in specs}
 
 
 def run(
@@ -145,7 +188,8 @@ def run(
     """
     grid = ablation_specs()
     layers = len(decoder_layers(lm.model))
-    specs = specs or ([grid[0], grid[-1], *quick_beyond_specs(layers)] if quick else grid + beyond_paper_specs(layers))
+    every = list(dict.fromkeys([*grid, *beyond_paper_specs(layers), *answer_forms_specs()]))
+    specs = specs or ([grid[0], grid[-1], *quick_beyond_specs(layers)] if quick else every)
     if quick:
         r, p = retention.RetentionSettings.quick(), perplexity.PerplexitySettings.quick()
     else:
