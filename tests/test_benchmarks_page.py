@@ -264,23 +264,23 @@ def test_page_plots_a_quick_run_with_provenance_tables_and_commands(monkeypatch,
     assert first == seen["Rare-fact retention"]["charts"] and len(first) == 2  # the first run: the first tab's only
     titles = [chart["layout"]["title"]["text"] for chart in charts]
     assert [t.split(" ")[0] for t in titles] == [
+        "Answer",  # answers lead; survival is the diagnosis
         "Fact",
-        "Answer",
         "Long-text",
         "Where",
         "Refresh",
         "Refresh",
-        "Fact",
+        "Answer",
         "Fact",
         "Required",
         "Answer",
-    ]  # the needle map, then RULER's three
+    ]  # the needle map (answers first), then RULER's three
     summary = pd.read_csv(quick_results / "retention_summary.csv")
-    for trace in charts[0]["data"]:  # what is drawn is what the harness summarised
+    for trace in charts[1]["data"]:  # what is drawn is what the harness summarised
         rows = summary[summary.policy == trace["name"]]
         assert trace["y"] == pytest.approx(list(rows.survival), abs=1e-5)
     full = summary[summary.policy == "full"]
-    assert charts[0]["layout"]["shapes"][0]["y0"] == pytest.approx(full.survival.iloc[0])
+    assert charts[1]["layout"]["shapes"][0]["y0"] == pytest.approx(full.survival.iloc[0])
     refresh = pd.read_csv(quick_results / "efficiency_refresh.csv")
     assert {t["name"] for t in charts[4]["data"]} == set(refresh.policy)
     assert sorted(y for t in charts[4]["data"] for y in t["y"]) == pytest.approx(sorted(refresh.ratio))
@@ -396,7 +396,7 @@ def test_needle_tab_draws_each_policys_map_and_its_difference_from_the_summary(m
     picker = at.selectbox(key="bench.needle.policy")
     assert picker.options == ["sliding", "streaming_llm", "tova", "full"]  # the quick run's policies, the ceiling last
     picker.select("tova").run()
-    at.segmented_control(key="bench.needle.measure").set_value("accuracy").run()
+    assert at.segmented_control(key="bench.needle.measure").value == "accuracy"  # answers lead
     at.selectbox(key="bench.needle.against").select("sliding").run()
     assert not at.exception and not at.error
     figures = [plotly.io.from_json(c.proto.spec) for c in at.get("plotly_chart")]
@@ -409,10 +409,13 @@ def test_needle_tab_draws_each_policys_map_and_its_difference_from_the_summary(m
     assert [v for row in difference.z for v in row] == pytest.approx(
         list(tova.accuracy.to_numpy() - sliding.accuracy.to_numpy())
     )
+    at.segmented_control(key="bench.needle.measure").set_value("survival").run()
+    titles = [plotly.io.from_json(c.proto.spec).layout.title.text for c in at.get("plotly_chart")]
+    assert "Fact survival: tova at J = 50% of the document" in titles
     text = " ".join(_all(_every_tab(at), "markdown"))
     assert "Survival by depth of the needle" in text and "multikey" in text and "variable_tracking" in text
     at.session_state["bench.tab"] = "Needle in a haystack"  # back from the other tabs: the picks are kept
     at.run()
     assert at.selectbox(key="bench.needle.policy").value == "tova"
-    assert at.segmented_control(key="bench.needle.measure").value == "accuracy"
+    assert at.segmented_control(key="bench.needle.measure").value == "survival"
     assert at.selectbox(key="bench.needle.against").value == "sliding"

@@ -152,7 +152,7 @@ def no_figures(frames: Frames) -> list[go.Figure]:
 
 def retention_figures(frames: Frames) -> list[go.Figure]:
     summary = frames.summaries["retention"]
-    measures = ["survival"] + ["accuracy"] * bool(evicting(summary)["accuracy"].notna().any())
+    measures = ["accuracy"] * bool(evicting(summary)["accuracy"].notna().any()) + ["survival"]  # answers lead
     return [rate_figure(summary, measure) for measure in measures]
 
 

@@ -1,4 +1,4 @@
-"""Each policy variant against its own policy's default, on the same cases.
+"""Each policy variant against its own policy's default, or every policy against one reference, on the same cases.
 
 Two variants measured on the same cases mostly agree, so comparing their Wilson intervals hides real
 differences: what counts are the discordant cases, where one kept the fact and the other did not.
@@ -41,20 +41,45 @@ def paired_with_defaults(
     fact), where it is lower (``losses``), and the exact sign test's p. A share (``kept_share``) pairs the
     same way, so a task no policy keeps whole still shows which form keeps more of it."""
     evicting = rows[rows.policy != "full"]
-    reference = default_labels(evicting.policy)
+    return _paired(evicting, default_labels(evicting.policy), measure, case, by)
+
+
+def paired_with(
+    rows: pd.DataFrame,
+    reference: str = "sliding",
+    measure: str = "answered",
+    case: tuple[str, ...] = ("case",),
+    by: tuple[str, ...] = ("budget",),
+) -> pd.DataFrame:
+    """Every policy against one ``reference`` policy (the recency window) on the same cases, as
+    :func:`paired_with_defaults` pairs each with its default; ``by=()`` pools every group, pairing on
+    ``case`` (pass ``case=("case", "budget")`` to pair case x budget). Empty if ``reference`` was not measured."""
+    evicting = rows[rows.policy != "full"]
+    if reference not in set(evicting.policy):
+        return pd.DataFrame(columns=[*by, "policy", *COUNTS])
+    return _paired(evicting, dict.fromkeys(evicting.policy, reference), measure, case, by)
+
+
+def _paired(
+    rows: pd.DataFrame, reference: dict[str, str], measure: str, case: tuple[str, ...], by: tuple[str, ...]
+) -> pd.DataFrame:
+    """Each label against ``reference[label]`` on the same cases, per ``by`` group (the :data:`COUNTS`).
+    Cells left blank (an answer not measured) pair with nothing."""
+    rows = rows.assign(**{measure: pd.to_numeric(rows[measure], errors="coerce")})
+    groups = rows.groupby(list(by), sort=True) if by else [((), rows)]
     out = []
-    for group, cells in evicting.groupby(list(by), sort=True):
+    for group, cells in groups:
         values = cells.pivot_table(index=list(case), columns="policy", values=measure, aggfunc="first")
         for label in dict.fromkeys(cells.policy):
             default = reference.get(label)
-            if default not in values:
+            if default not in values or label not in values:
                 continue
             paired = values[label].notna() & values[default].notna()
             mine, theirs = values.loc[paired, label], values.loc[paired, default]
             wins, losses = int((mine > theirs).sum()), int((mine < theirs).sum())
             out.append(
                 {
-                    **dict(zip(by, group)),
+                    **dict(zip(by, group if isinstance(group, tuple) else (group,))),
                     "policy": label,
                     "default": default,
                     "cases": int(paired.sum()),

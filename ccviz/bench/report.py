@@ -11,7 +11,7 @@ import pandas as pd
 
 from .budget import budget_text
 from .metrics import summarise_rates
-from .pairing import paired_with_defaults
+from .pairing import paired_with, paired_with_defaults
 from .registry import TASKS, Frames, frames_of, load
 from .results import load_results
 from .tasks.retention import summarise as summarise_retention
@@ -59,7 +59,8 @@ def provenance_line(meta: dict[str, Any]) -> str:
 
 
 def retention_tables(summary: pd.DataFrame, rows: pd.DataFrame | None = None) -> str:
-    """Survival and accuracy per policy x budget; given the measured rows, also the breakdown by fact."""
+    """Answers, then survival (the diagnosis), per policy x budget; given the measured rows, also the
+    breakdown by fact and the paired tests on answers."""
     evicting = summary[summary.policy != "full"]
     survival = _pivot(evicting, lambda r: _percent(r.survival, r.survival_low, r.survival_high), lambda b: f"J={b:.0%}")
     accuracy = _pivot(evicting, lambda r: _percent(r.accuracy, r.accuracy_low, r.accuracy_high), lambda b: f"J={b:.0%}")
@@ -69,32 +70,47 @@ def retention_tables(summary: pd.DataFrame, rows: pd.DataFrame | None = None) ->
     )
     n_s, n_a = int(evicting.survival_n.max()), int(evicting.accuracy_n.max())
     tables = (
-        f"Fact survival (all of the fact's tokens cached when the question is read), {n_s} cases per cell, "
-        f"Wilson 95% interval:\n\n{_markdown(survival)}\n\n"
-        f"Answer accuracy, {n_a} cases per cell; full-cache ceiling on the same cases: **{ceiling}**:\n\n"
-        f"{_markdown(accuracy)}"
+        f"Answers (the model's greedy answer contains the fact), {n_a} cases per cell, Wilson 95% interval; "
+        f"full-cache ceiling on the same cases: **{ceiling}**:\n\n{_markdown(accuracy)}\n\n"
+        f"Fact survival, the diagnosis (all of the fact's tokens cached when the question is read), {n_s} cases "
+        f"per cell:\n\n{_markdown(survival)}"
     )
-    extras = [retention_breakdown(rows), retention_pairing(rows)] if rows is not None else []
+    extras = [retention_pairing(rows), retention_breakdown(rows)] if rows is not None else []
     return "\n\n".join([tables, *filter(None, extras)])
 
 
+def _sign_cell(row: Any) -> str:
+    return f"+{row.wins} / -{row.losses} (p {row.p:.2g})"
+
+
 def retention_pairing(rows: pd.DataFrame) -> str:
-    """Variants of a policy measured next to its default (``bench retention --policy NAME:KEY=VALUE``):
-    kept / lost against the default on the same cases, per budget; empty when there are none."""
-    paired = paired_with_defaults(rows)
-    variants = paired[paired.policy != paired.default]  # a default is paired with itself: nothing to show
-    if variants.empty:
-        return ""
-    frame = pd.DataFrame(
-        {
-            "policy": variants.policy,
-            "budget": variants.budget.map(lambda b: f"J={b:.0%}"),
-            "default": variants.default,
-            "cases": variants.cases,
-            "kept / lost vs default": _against_default(variants).tolist(),
-        }
-    )
-    return f"Each variant against its policy's default on the same cases (exact sign test):\n\n{_markdown(frame)}"
+    """Paired sign tests on answers: every policy against the recency window (per budget, and over case x
+    budget pooled), and each variant against its policy's default; empty when neither can be paired."""
+    parts = []
+    against = paired_with(rows)
+    if not against.empty:
+        against = against[against.policy != against.default]
+        pooled = paired_with(rows, case=("case", "budget"), by=()).set_index("policy")
+        table = _pivot(against, _sign_cell, lambda b: f"J={b:.0%}")
+        table["pooled"] = table["policy"].map(lambda label: _sign_cell(pooled.loc[label]))
+        parts.append(
+            "Answers against `sliding` on the same cases: answered where it did not / not where it did "
+            f"(exact sign test; pooled: case x budget):\n\n{_markdown(table)}"
+        )
+    paired = paired_with_defaults(rows, measure="answered")
+    variants = paired[(paired.policy != paired.default) & (paired.cases > 0)]
+    if not variants.empty:
+        frame = pd.DataFrame(
+            {
+                "policy": variants.policy,
+                "budget": variants.budget.map(lambda b: f"J={b:.0%}"),
+                "default": variants.default,
+                "cases": variants.cases,
+                "answered / not vs default": [_sign_cell(r) for r in variants.itertuples(index=False)],
+            }
+        )
+        parts.append(f"Each variant against its policy's default on answers (exact sign test):\n\n{_markdown(frame)}")
+    return "\n\n".join(parts)
 
 
 def retention_breakdown(rows: pd.DataFrame) -> str:
@@ -181,12 +197,9 @@ def efficiency_table(summary: pd.DataFrame) -> str:
     return _markdown(frame.rename(columns=names))
 
 
-def _against_default(paired: pd.DataFrame) -> pd.Series:
-    cells = [
-        "default" if row.policy == row.default else f"+{row.wins} / -{row.losses} (p {row.p:.2g})"
-        for row in paired.itertuples(index=False)
-    ]
-    return pd.Series(cells, index=paired.policy, name="vs its default: kept / lost (sign test)")
+def _against_default(paired: pd.DataFrame, name: str = "vs its default: kept / lost (sign test)") -> pd.Series:
+    cells = ["default" if row.policy == row.default else _sign_cell(row) for row in paired.itertuples(index=False)]
+    return pd.Series(cells, index=paired.policy, name=name)
 
 
 FACT_TYPES_OF_INTEREST = ("identifier", "number")  # the facts token-level scoring never kept whole
@@ -213,12 +226,17 @@ def ablation_table(
             ],
             "fact tokens kept": r.kept_share.map(_percent).tolist(),
         }
-        if r.accuracy.notna().any():  # the published ablation measures survival only
-            columns["accuracy"] = [
-                _percent(*v) for v in r[["accuracy", "accuracy_low", "accuracy_high"]].itertuples(index=False)
+        answers = {
+            "answers": [
+                "-" if pd.isna(v[0]) else _percent(*v)
+                for v in r[["accuracy", "accuracy_low", "accuracy_high"]].itertuples(index=False)
             ]
-        parts.append(pd.DataFrame(columns, index=r.index))
+        }
+        parts.append(pd.DataFrame(answers | columns, index=r.index))
         if retention_rows is not None and not retention_rows.empty:
+            answered = paired_with_defaults(retention_rows, measure="answered")
+            answered = answered[answered.cases > 0]  # a spec screened before answers were measured
+            parts.append(_against_default(answered, "answers vs its default (sign test)").to_frame())
             parts.append(_against_default(paired_with_defaults(retention_rows)).to_frame())
             parts.append(_survival_by_type(retention_rows, FACT_TYPES_OF_INTEREST))
     if perplexity is not None and not perplexity.empty:
@@ -357,8 +375,10 @@ def needle_tables(rows: pd.DataFrame) -> str:
 
 
 def ruler_tables(rows: pd.DataFrame) -> str:
-    """Per task: survival, the share of expected answers found and the share of required tokens kept, per
-    policy x budget (lengths pooled). The last reads a task no policy keeps whole (variable tracking's chain)."""
+    """Per task: survival, RULER's ``string_match_all`` (the share of expected values found in the output;
+    ours matches normalised words, :func:`.metrics.answer_matches`, where RULER matches lower-cased
+    substrings) and the share of required tokens kept, per policy x budget (lengths pooled). The last
+    reads a task no policy keeps whole (variable tracking's chain)."""
     if rows.empty:
         return ""
     parts = []
@@ -375,8 +395,8 @@ def ruler_tables(rows: pd.DataFrame) -> str:
         table = _pivot(cells, lambda r: r.cell, budget_text)
         lengths = ", ".join(str(int(v)) for v in sorted(group.length.unique()))
         parts.append(
-            f"**{task}** ({lengths} tokens; survival (kept/cases) · answers found · "
-            f"required tokens kept; full cache finds "
+            f"**{task}** ({lengths} tokens; survival (kept/cases) · string_match_all (share of expected "
+            f"values found in the output) · required tokens kept; full cache's string_match_all "
             f"**{ceiling}**):\n\n{_markdown(table)}"
         )
     return "\n\n".join(filter(None, [*parts, ruler_pairing(rows)]))

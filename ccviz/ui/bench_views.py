@@ -98,13 +98,13 @@ def needle_maps(section: Section) -> None:
     )
     measure = right.segmented_control(
         "Colour by",
-        ["survival", "accuracy"],
-        default="survival",
+        ["accuracy", "survival"],
+        default="accuracy",  # answers are the measure; survival says why one was missed
         required=True,
         key="bench.needle.measure",
         persist_state=SESSION,  # kept while another tab is open (only the open tab is drawn)
-        help="Survival: every needle token cached when the "
-        "question is read. Accuracy: the greedy answer contains the value.",
+        help="Accuracy: the greedy answer contains the value. Survival (the diagnosis): every needle token "
+        "cached when the question is read.",
     )
     chart(needle_map_figure(summary, policy, budget, measure), key="bench.needle.map", stem=f"ccviz-needle-{policy}")
     others = ["nothing", "the full cache", *[p for p in evicting if p != policy]]
