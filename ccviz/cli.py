@@ -55,7 +55,22 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--granularity",
         choices=GRANULARITIES,
-        help="the unit a refresh keeps or evicts whole: a token, a word or a sentence (default: the policy's)",
+        help="the unit a refresh keeps or evicts whole: a token, a word, a clause (split at , : ; too) or a "
+        "sentence (default: the policy's)",
+    )
+    run.add_argument(
+        "--left-context",
+        type=int,
+        default=0,
+        metavar="K",
+        help="word units: each word takes along up to K words before it in its clause",
+    )
+    run.add_argument(
+        "--sentence-share",
+        type=float,
+        default=0.0,
+        metavar="SHARE",
+        help="word units: this share of the scored places goes to the best whole sentences first, the rest by word",
     )
     run.add_argument(
         "--pool",
@@ -202,6 +217,8 @@ def _cmd_run(args: argparse.Namespace) -> None:
         record=args.record,
         granularity=args.granularity,
         pool=args.pool,
+        left_context=args.left_context,
+        sentence_share=args.sentence_share,
         allocation=args.allocation,
         pyramid_beta=args.pyramid_beta,
     )

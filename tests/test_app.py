@@ -168,15 +168,19 @@ def test_run_page_keeps_whole_words_when_asked(app):
     """The unit widgets reach the engine: the trace says so, every refresh records units, and the label too."""
     configure_run(app, "tova", 4)
     assert app.button_group(key="run.pool").disabled  # pooling means nothing at token level
+    assert app.number_input(key="run.left_context").disabled and app.slider(key="run.sentence_share").disabled
     app.button_group(key="run.granularity").set_value("word").run()
     app.button_group(key="run.pool").set_value("mean").run()
+    app.number_input(key="run.left_context").set_value(3).run()
+    app.slider(key="run.sentence_share").set_value(0.5).run()
     settle(app.button(key="btn.run").click().run())
     assert not app.exception and not app.error
     done = app.session_state["done.run"]
     trace = done.results[0]
     assert (trace.config["granularity"], trace.config["pool"]) == ("word", "mean")
+    assert (trace.config["left_context"], trace.config["sentence_share"]) == (3, 0.5)
     assert all(cycle.units is not None for cycle in trace.cycles)
-    assert done.tasks[0].label == "tova by word (mean)"
+    assert done.tasks[0].label == "tova by word (mean) with 3 words of left context, 50% to whole sentences first"
     assert "attention_last:word" in app.selectbox(key="run.signal").options  # the pooled score that ranked them
 
 

@@ -156,9 +156,9 @@ def policy_input(
     return policy, tuple(options)
 
 
-def unit_input(key: str, policy: str) -> dict[str, str | None]:
-    """The unit of the keep decision (RunConfig's ``granularity`` and ``pool``): any policy by token, word or
-    sentence."""
+def unit_input(key: str, policy: str) -> dict[str, Any]:
+    """The unit of the keep decision (RunConfig's ``granularity`` and ``pool``): any policy by token, word,
+    clause or sentence; for word units also ``left_context`` and ``sentence_share``."""
     granularities = ("default", *rule_of(RunConfig, "granularity").choices)
     choice = st.segmented_control(
         "Keep whole",
@@ -169,8 +169,8 @@ def unit_input(key: str, policy: str) -> dict[str, str | None]:
         persist_state=SESSION,
         format_func=lambda g: f"default ({POLICIES[policy].default_granularity})" if g == "default" else g,
         help="The unit a refresh keeps or evicts: single tokens (the paper's), whole words (so KX-4817 or 4817 "
-        "survives whole or not at all) or whole sentences; default: the policy's own. A unit scores the max or "
-        "mean of its tokens' scores.",
+        "survives whole or not at all), clauses (split at , : ; too) or whole sentences; default: the policy's "
+        "own. A unit scores the max or mean of its tokens' scores.",
     )
     granularity = None if choice == "default" else choice
     pools = rule_of(RunConfig, "pool").choices
@@ -184,7 +184,34 @@ def unit_input(key: str, policy: str) -> dict[str, str | None]:
         disabled=(granularity or POLICIES[policy].default_granularity) == "token",
         help="How a word's or sentence's score is made from its tokens' scores.",
     )
-    return dict(granularity=granularity, pool=pool)
+    words = (granularity or POLICIES[policy].default_granularity) == "word"
+    context_rule, share_rule = rule_of(RunConfig, "left_context"), rule_of(RunConfig, "sentence_share")
+    left, right = st.columns(2)
+    left_context = left.number_input(
+        "Left context (words)",
+        min_value=int(context_rule.minimum or 0),
+        max_value=int(context_rule.maximum or 64),
+        value=int(linked(f"{key}.left_context", 0, decode=int)),
+        step=1,
+        key=f"{key}.left_context",
+        disabled=not words,
+        help="Word units: each word takes along up to this many words before it in its clause, so a surprising "
+        "value is kept with the words that say what it is. 0: words alone.",
+    )
+    sentence_share = right.slider(
+        "Whole sentences first",
+        min_value=float(share_rule.minimum or 0.0),
+        max_value=float(share_rule.maximum or 1.0),
+        value=float(linked(f"{key}.sentence_share", 0.0, decode=float)),
+        step=0.05,
+        key=f"{key}.sentence_share",
+        disabled=not words,
+        format="%.2f",
+        help="Word units: this share of the scored places goes to the best whole sentences first, the rest word "
+        "by word (a two-level budget). 0: words only.",
+    )
+    shape = dict(left_context=int(left_context), sentence_share=float(sentence_share)) if words else {}
+    return dict(granularity=granularity, pool=pool, **shape)
 
 
 ALLOCATION_HELP = {
