@@ -22,6 +22,7 @@ from typing import Literal
 import torch
 
 CAPTURE_KWARG = "ccviz_capture"
+Heads = Literal["mean", "each"]
 ATTENTION_IMPLEMENTATION = "ccviz_sdpa"
 _install_lock = threading.Lock()
 
@@ -31,16 +32,24 @@ class AttentionNeed:
     """Which real attention weights a policy reads after each forward pass.
 
     ``layers``: the last decoder layer or all of them; ``queries``: only the newest query of the pass
-    or every query of the pass (a policy that wants the newest w queries keeps its own window).
+    or every query of the pass (a policy that wants the newest w queries keeps its own window);
+    ``heads``: the mean over query heads (what every policy reads), or each query head's own weights
+    (what a probe needs to take, say, the max over heads of an attention summed over a span).
     """
 
     layers: Literal["last", "all"]
     queries: Literal["latest", "all"]
+    heads: Heads = "mean"
 
     @property
     def rows(self) -> int | None:
         """Query rows to compute per pass: the newest one, or None for all."""
         return 1 if self.queries == "latest" else None
+
+    @property
+    def form(self) -> tuple[int | None, Heads]:
+        """What a layer computes for this need: (:attr:`rows`, ``heads``); needs of one form share a tensor."""
+        return self.rows, self.heads
 
 
 @dataclass
@@ -57,11 +66,12 @@ class Capture:
     residuals: dict[int, torch.Tensor] = field(
         default_factory=dict
     )  # layer -> [chunk, d_model], the stream entering it
-    # layer -> the row counts asked for (newest query rows; None: every query of the pass)
-    attention_rows: dict[int, tuple[int | None, ...]] = field(default_factory=dict)
-    # (layer, rows) -> [rows, cache length] float32: attention weights averaged over all query heads
-    # (per_head: [kv_heads, rows, cache length], averaged within each KV head's group of query heads)
-    attention: dict[tuple[int, int | None], torch.Tensor] = field(default_factory=dict)
+    # layer -> the forms asked for (AttentionNeed.form: newest query rows, None: every query of the pass; heads)
+    attention_forms: dict[int, tuple[tuple[int | None, Heads], ...]] = field(default_factory=dict)
+    # (layer, rows, heads) -> [rows, cache length] float32: attention weights averaged over all query heads
+    # (per_head: [kv_heads, rows, cache length], averaged within each KV head's group of query heads;
+    # heads "each": [query heads, rows, cache length], every query head's own)
+    attention: dict[tuple[int, int | None, Heads], torch.Tensor] = field(default_factory=dict)
     per_head: bool = False
     masks: list[torch.Tensor] | None = None  # per layer: bool [1, 1 or heads, pass, keys], True = visible
     columns: list[torch.Tensor] | None = None  # per layer: each key's index among the cache's entries
@@ -85,27 +95,28 @@ class Capture:
         and ``entries`` of a per-layer cache.
         """
         last = len(decoder_layers(model)) - 1
-        rows: dict[int, set[int | None]] = {}
+        forms: dict[int, set[tuple[int | None, Heads]]] = {}
         for need in needs:
             for layer in range(last + 1) if need.layers == "all" or per_head else (last,):
-                rows.setdefault(layer, set()).add(need.rows)
+                forms.setdefault(layer, set()).add(need.form)
         return cls(
             residual_layers=tuple(sorted(set(residual_layers))),
-            attention_rows={layer: tuple(r) for layer, r in rows.items()},
+            attention_forms={layer: tuple(f) for layer, f in forms.items()},
             per_head=per_head,
             **layout,
         )
 
     def weights(self, model: torch.nn.Module, need: AttentionNeed, layer: int = -1) -> torch.Tensor:
         """[rows, cache length]: what ``need`` asked for at ``layer`` (negative: from the end) in this pass,
-        averaged over query heads (also when the capture is ``per_head``)."""
-        weights = self.attention[(layer % len(decoder_layers(model)), need.rows)]
-        return weights.mean(dim=0) if self.per_head else weights
+        averaged over query heads (also when the capture is ``per_head``); a need of ``heads="each"``:
+        [query heads, rows, cache length]."""
+        weights = self.attention[(layer % len(decoder_layers(model)), *need.form)]
+        return weights.mean(dim=0) if self.per_head and need.heads == "mean" else weights
 
     def stacked(self, model: torch.nn.Module, need: AttentionNeed) -> torch.Tensor:
         """What ``need`` asked for at every layer: [layers, rows, cache length], or with ``per_head``
         [layers, kv_heads, rows, cache length]."""
-        return torch.stack([self.attention[(layer, need.rows)] for layer in range(len(decoder_layers(model)))])
+        return torch.stack([self.attention[(layer, *need.form)] for layer in range(len(decoder_layers(model)))])
 
 
 def decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList:
@@ -119,6 +130,7 @@ def attention_weights(
     scaling: float,
     rows: int | None,
     per_head: bool = False,
+    heads: Heads = "mean",
 ) -> torch.Tensor:
     """softmax(qK^T * scaling + mask) in float32 for the newest ``rows`` queries, averaged over query heads.
 
@@ -126,17 +138,18 @@ def attention_weights(
     query heads; averaging over all query heads averages each group, then the groups). ``mask`` is
     the one SDPA received: boolean (True = visible), additive float, or None, which SDPA reads as
     causal with the queries at the end of the cache; one mask for all heads or one per query head.
-    Returns [rows, n]; ``per_head``: [kv_heads, rows, n], each KV head's group averaged.
+    Returns [rows, n]; ``per_head``: [kv_heads, rows, n], each KV head's group averaged; ``heads="each"``:
+    [query heads, rows, n], nothing averaged (whatever ``per_head`` says).
     """
-    heads, q_len, d = query.shape[1:]
+    num_heads, q_len, d = query.shape[1:]
     kv_heads, n = key.shape[1], key.shape[2]
     rows = q_len if rows is None else min(rows, q_len)
     q = query[0, :, q_len - rows :].float().reshape(kv_heads, -1, d)  # each KV head's query heads, stacked
-    logits = torch.bmm(q, key[0].float().transpose(1, 2)).view(kv_heads, heads // kv_heads, rows, n) * scaling
+    logits = torch.bmm(q, key[0].float().transpose(1, 2)).view(kv_heads, num_heads // kv_heads, rows, n) * scaling
     if mask is not None:
         mask = mask[0, :, q_len - rows :]
         if mask.shape[0] > 1:  # one mask per query head: group them as the logits are
-            mask = mask.reshape(kv_heads, heads // kv_heads, rows, n)
+            mask = mask.reshape(kv_heads, num_heads // kv_heads, rows, n)
     if mask is None:
         if rows > 1:  # the newest query sees everything; earlier ones stop at their own position
             visible = torch.arange(n, device=key.device) <= torch.arange(n - rows, n, device=key.device)[:, None]
@@ -145,7 +158,10 @@ def attention_weights(
         logits = logits.masked_fill(~mask, float("-inf"))
     else:
         logits = logits + mask.float()
-    return torch.softmax(logits, dim=-1).mean(dim=1 if per_head else (0, 1))
+    weights = torch.softmax(logits, dim=-1)  # [kv_heads, group, rows, n]: query head kv * group + g
+    if heads == "each":
+        return weights.flatten(0, 1)
+    return weights.mean(dim=1 if per_head else (0, 1))
 
 
 def _over_entries(weights: torch.Tensor, columns: torch.Tensor, entries: int) -> torch.Tensor:
@@ -162,14 +178,14 @@ def _attention_forward(module: torch.nn.Module, query, key, value, attention_mas
     capture = kwargs.get(CAPTURE_KWARG)
     if capture is not None and capture.masks is not None:
         attention_mask = capture.masks[module.layer_idx]
-    if capture is not None and module.layer_idx in capture.attention_rows:
+    if capture is not None and module.layer_idx in capture.attention_forms:
         scaling = kwargs.get("scaling")
         scaling = query.shape[-1] ** -0.5 if scaling is None else scaling
-        for rows in capture.attention_rows[module.layer_idx]:
-            weights = attention_weights(query, key, attention_mask, scaling, rows, capture.per_head)
+        for rows, heads in capture.attention_forms[module.layer_idx]:
+            weights = attention_weights(query, key, attention_mask, scaling, rows, capture.per_head, heads)
             if capture.columns is not None:
                 weights = _over_entries(weights, capture.columns[module.layer_idx], capture.entries)
-            capture.attention[(module.layer_idx, rows)] = weights
+            capture.attention[(module.layer_idx, rows, heads)] = weights
     return sdpa_attention_forward(module, query, key, value, attention_mask, *args, **kwargs)
 
 

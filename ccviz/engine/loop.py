@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,16 +59,23 @@ def run_generation(
     should_stop: StopCheck | None = None,
     on_refresh: RefreshCallback | None = None,
     policy: Policy | None = None,
+    observers: Sequence[Policy] = (),
 ) -> Trace:
     """Generate from ``prompt`` under ``config`` and return the :class:`Trace` of the run.
 
     A stopped run returns its partial trace (status "cancelled"); a run that breaks raises
     :class:`GenerationFailed` carrying every token and refresh up to the error. ``policy``: a built
-    instance to run instead of a fresh ``config.policy`` (see :class:`CacheSession`).
+    instance to run instead of a fresh ``config.policy``; ``observers``: policies that watch every
+    forward pass without evicting or being recorded, e.g. a probe (see :class:`CacheSession`).
     """
     prepared = prepare(lm, prompt, config, policy)
     session = CacheSession(
-        lm, prepared.config, policy=policy, on_refresh=on_refresh, prompt_length=len(prepared.prompt_ids)
+        lm,
+        prepared.config,
+        policy=policy,
+        on_refresh=on_refresh,
+        prompt_length=len(prepared.prompt_ids),
+        observers=observers,
     )
     prompt_ids = prepared.prompt_ids
     generated: list[int] = []
@@ -133,6 +141,7 @@ def generate(
     progress: ProgressCallback | None = None,
     should_stop: StopCheck | None = None,
     on_refresh: RefreshCallback | None = None,
+    observers: Sequence[Policy] = (),
     **settings: Any,
 ) -> Trace:
     """Generate from ``prompt`` under a managed cache and return the :class:`Trace` of the run.
@@ -149,7 +158,9 @@ def generate(
     ``pool`` make words or sentences the unit kept (:mod:`ccviz.engine.units`); ``allocation`` splits the budget
     over layers and KV heads (:mod:`ccviz.engine.allocation`). ``should_stop`` is polled between forward
     passes; a stopped run returns its partial trace with status "cancelled". ``on_refresh`` streams each
-    refresh as it happens (see :data:`RefreshCallback`).
+    refresh as it happens (see :data:`RefreshCallback`). ``observers`` (not a setting: nothing of them is
+    recorded) are built policies that watch every forward pass beside the run's own and never evict,
+    e.g. the benchmarks' reading probe (:mod:`ccviz.bench.reading`); the trace is the same without them.
     """
     names = settings_names()
     unknown = sorted(set(settings) - set(names))
@@ -158,6 +169,9 @@ def generate(
         raise CcvizError(f"generate() has no setting {unknown[0]!r}: the settings are RunConfig's fields, {valid}")
     if config is not None and not isinstance(config, RunConfig):
         raise CcvizError(f"config must be a RunConfig, got {type(config).__name__}")
+    strays = [type(o).__name__ for o in observers if not isinstance(o, Policy)]
+    if strays:
+        raise CcvizError(f"observers must be built Policy instances, got {strays[0]}")
     if config is not None:
         recorded = {name: getattr(config, name) for name in names}
         if "policy" in settings:  # a new policy: the old one's options and class do not apply to it
@@ -170,7 +184,14 @@ def generate(
     instance = policy if isinstance(policy, Policy) else None
     run = RunConfig.of(policy, **settings)
     return run_generation(
-        lm, prompt, run, progress=progress, should_stop=should_stop, on_refresh=on_refresh, policy=instance
+        lm,
+        prompt,
+        run,
+        progress=progress,
+        should_stop=should_stop,
+        on_refresh=on_refresh,
+        policy=instance,
+        observers=observers,
     )
 
 
