@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from .budget import budget_text
+from .diagnosis import summarise_diagnosis
 from .metrics import summarise_rates
 from .pairing import paired_with, paired_with_defaults
 from .registry import TASKS, Frames, frames_of, load
@@ -75,7 +76,7 @@ def retention_tables(summary: pd.DataFrame, rows: pd.DataFrame | None = None) ->
         f"Fact survival, the diagnosis (all of the fact's tokens cached when the question is read), {n_s} cases "
         f"per cell:\n\n{_markdown(survival)}"
     )
-    extras = [retention_pairing(rows), retention_breakdown(rows)] if rows is not None else []
+    extras = [retention_pairing(rows), retention_diagnosis(rows), retention_breakdown(rows)] if rows is not None else []
     return "\n\n".join([tables, *filter(None, extras)])
 
 
@@ -111,6 +112,47 @@ def retention_pairing(rows: pd.DataFrame) -> str:
         )
         parts.append(f"Each variant against its policy's default on answers (exact sign test):\n\n{_markdown(frame)}")
     return "\n\n".join(parts)
+
+
+def _number(value: float, spec: str) -> str:
+    return "-" if pd.isna(value) else format(value, spec)
+
+
+DIAGNOSIS_BY_POLICY = ("key_kept", "sentence_kept", "distractors_kept", "gaps_around", "reading_peak")
+
+
+def retention_diagnosis(rows: pd.DataFrame) -> str:
+    """Why a kept fact goes unanswered (:mod:`.diagnosis`): over the rows whose fact survived, each measure's
+    mean among answered and unanswered rows and how well it separates them (AUC, Mann-Whitney p), over every
+    evicting policy; then per policy. Empty before rows carry the diagnosis."""
+    summary = summarise_diagnosis(rows)
+    if summary.empty or summary.n_answered.add(summary.n_unanswered).max() == 0:
+        return ""
+    overall = summary[summary.policy == "all"]
+    table = pd.DataFrame(
+        {
+            "measure": overall.measure,
+            "answered": [_number(v, ".3g") for v in overall.mean_answered],
+            "unanswered": [_number(v, ".3g") for v in overall.mean_unanswered],
+            "AUC (p)": ["-" if pd.isna(a) else f"{a:.2f} ({p:.2g})" for a, p in zip(overall.auc, overall.p_value)],
+        }
+    )
+    n_yes, n_no = int(overall.n_answered.max()), int(overall.n_unanswered.max())
+    per = summary[(summary.policy != "all") & summary.measure.isin(DIAGNOSIS_BY_POLICY)]
+    cells = per.assign(
+        cell=[f"{_number(a, '.2g')} / {_number(u, '.2g')}" for a, u in zip(per.mean_answered, per.mean_unanswered)]
+    )
+    by_policy = cells.pivot(index="policy", columns="measure", values="cell")
+    counts = per.groupby("policy", sort=False)[["n_answered", "n_unanswered"]].max()
+    by_policy.insert(0, "kept: answered / not", [f"{int(a)} / {int(u)}" for a, u in counts.loc[by_policy.index].values])
+    order = [p for p in dict.fromkeys(rows.policy) if p in by_policy.index]
+    by_policy = by_policy.reindex(index=order, columns=["kept: answered / not", *DIAGNOSIS_BY_POLICY]).fillna("-")
+    return (
+        f"Why a kept fact goes unanswered: over the rows whose fact survived ({n_yes} answered, {n_no} not; every "
+        "evicting policy and budget), each measure's mean and how well it tells them apart (AUC above 0.5: "
+        f"higher with answers; Mann-Whitney p):\n\n{_markdown(table)}\n\n"
+        f"Per policy, mean among answered / unanswered rows:\n\n{_markdown(by_policy.reset_index())}"
+    )
 
 
 def retention_breakdown(rows: pd.DataFrame) -> str:

@@ -23,8 +23,10 @@ from ...fields import Validated, number, whole
 from ...models import LoadedModel
 from ...trace import Trace
 from ..data.documents import make_case
+from ..diagnosis import MEASURES, diagnose
 from ..dispatch import Workers
 from ..metrics import answer_matches, binomial_rate
+from ..reading import ReadingProbe
 from ..registry import TaskRun
 from ..specs import PolicySpec, registered_specs
 from .survival import Prepared, case_runs, prepare, run_case, run_cells
@@ -47,6 +49,7 @@ COLUMNS = [
     "answered",
     "output",
     "seconds",
+    *MEASURES,  # why a kept fact goes unanswered (:mod:`..diagnosis`); blank in rows measured before them
 ]
 KEY = ["case", "policy", "budget"]
 EXTENT = ("cases", "accuracy_cases")  # how many rows, not what a row means: a results file grows with them
@@ -102,7 +105,9 @@ def measure_cell(lm: LoadedModel, cell: RetentionCell) -> dict:
     row, with ``extra``'s columns."""
     case = make_case(cell.index, words=cell.words, seed=cell.seed)
     prepared = prepare(lm.tokenizer, case.prompt, case.question_start, [case.answer_span])
-    outcome = run_case(lm, case.prompt, prepared, cell.spec, cell.budget, cell.max_new_tokens if cell.answer else 1)
+    probe = ReadingProbe(timestep=len(prepared.tokens.ids))  # what the answer reads of the fact
+    new_tokens = cell.max_new_tokens if cell.answer else 1
+    outcome = run_case(lm, case.prompt, prepared, cell.spec, cell.budget, new_tokens, observers=[probe])
     output = outcome.trace.output_text
     return {
         "case": case.index,
@@ -116,6 +121,7 @@ def measure_cell(lm: LoadedModel, cell: RetentionCell) -> dict:
         **outcome.columns(),
         "answered": int(answer_matches(output, case.answer)) if cell.answer else "",
         "output": output.strip() if cell.answer else "",
+        **diagnose(outcome.trace, prepared, lm.tokenizer, probe.readings(prepared.required)),
     } | ({} if cell.extra is None else cell.extra(outcome.trace, prepared))
 
 

@@ -20,6 +20,7 @@ import pandas as pd
 
 from ...engine import generate
 from ...models import LoadedModel, model_name
+from ...policies import Policy
 from ...trace import Trace
 from ..budget import cache_size_for
 from ..data.spans import PromptTokens, prompt_tokens
@@ -85,9 +86,16 @@ class Outcome:
 
 
 def run_case(
-    lm: LoadedModel, prompt: str, prepared: Prepared, spec: PolicySpec, budget: float, max_new_tokens: int
+    lm: LoadedModel,
+    prompt: str,
+    prepared: Prepared,
+    spec: PolicySpec,
+    budget: float,
+    max_new_tokens: int,
+    observers: Sequence[Policy] = (),
 ) -> Outcome:
-    """Generate greedily from ``prompt`` under ``spec`` at ``budget`` and read what survived to the question."""
+    """Generate greedily from ``prompt`` under ``spec`` at ``budget`` and read what survived to the question;
+    ``observers`` watch the run without changing it (:func:`ccviz.generate`)."""
     cache_size = cache_size_for(budget, prepared.doc_tokens)
     trace = generate(
         lm,
@@ -95,6 +103,7 @@ def run_case(
         policy=spec.build(),
         cache_size=cache_size,
         max_new_tokens=max_new_tokens,
+        observers=observers,
         **spec.run_settings(cache_size),
     )
     return Outcome(trace, cache_size, kept_before(trace, prepared.required, prepared.question_start), prepared)
