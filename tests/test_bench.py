@@ -224,6 +224,8 @@ def test_a_result_table_grows_columns_refills_blank_cells_and_lets_extent_settin
     again = ResultTable(tmp_path, "grow", columns, ["case", "policy"], {"words": 10, "cases": 9}, extent=("cases",))
     assert not again.lacks("answered", case=0, policy="tova") and again.meta["rows"] == 2
     assert again.meta["settings"]["cases"] == 9
+    fewer = ResultTable(tmp_path, "grow", columns, ["case", "policy"], {"words": 10, "cases": 3}, extent=("cases",))
+    assert fewer.meta["settings"]["cases"] == 9  # the file still holds what the larger run measured
     with pytest.raises(CcvizError, match="other settings"):  # what a row means still may not change
         ResultTable(tmp_path, "grow", columns, ["case", "policy"], {"words": 20, "cases": 9}, extent=("cases",))
     with pytest.raises(CcvizError, match="other columns"):  # a column gone is not a column added

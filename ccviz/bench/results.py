@@ -109,6 +109,8 @@ class ResultTable:
         self._done: dict[tuple[str, ...], frozenset[str]] = {}  # key -> the columns its row left blank
         if self.path.exists():
             self._resume(old)
+        if self._done:  # what the file holds: the extent of every run that wrote it
+            settings = {**settings, **_grown(old.get("settings", {}), settings, extent)}
         self.meta = provenance() | {"task": name, "settings": settings, "rows": len(self._done)}
         self.meta["started"] = old.get("started", self.meta["date"])
         self.meta["policies"] = old.get("policies", {})
@@ -197,6 +199,21 @@ class ResultTable:
 
     def frame(self) -> pd.DataFrame:
         return read_frame(self.path, self.columns)
+
+
+def _grown(old: dict[str, Any], new: dict[str, Any], extent: Iterable[str]) -> dict[str, Any]:
+    """The extent settings of a file written by runs with ``old`` and then ``new`` settings: the larger count,
+    the union of lists (in order)."""
+    grown = {}
+    for key in extent:
+        if key not in old or key not in new:
+            continue
+        before, now = old[key], json.loads(json.dumps(new[key]))
+        if isinstance(now, list) and isinstance(before, list):
+            grown[key] = sorted(set(before) | set(now))
+        elif isinstance(now, int | float) and isinstance(before, int | float):
+            grown[key] = max(before, now)
+    return grown
 
 
 def read_frame(path: Path, columns: Iterable[str] = ()) -> pd.DataFrame:

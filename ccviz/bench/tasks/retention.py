@@ -7,7 +7,7 @@ fact's value is in the cache at the last refresh before the first question token
 model also answers (greedy; on every case unless ``accuracy_cases`` says fewer), checked by normalised
 string match: answers are the measure, survival the diagnosis. The full cache runs once per case and
 is the ceiling for every budget. A row measured when its case was not answered is measured again once
-it is (``cases`` and ``accuracy_cases`` only say how many rows there are, so a results file grows).
+it is (``cases``, ``accuracy_cases`` and ``budgets`` only say which rows there are, so a results file grows).
 """
 
 from __future__ import annotations
@@ -52,7 +52,8 @@ COLUMNS = [
     *MEASURES,  # why a kept fact goes unanswered (:mod:`..diagnosis`); blank in rows measured before them
 ]
 KEY = ["case", "policy", "budget"]
-EXTENT = ("cases", "accuracy_cases")  # how many rows, not what a row means: a results file grows with them
+# Which rows there are, not what a row means: a results file grows with them (one budget now, more later).
+EXTENT = ("cases", "accuracy_cases", "budgets")
 
 
 @dataclass(frozen=True)
