@@ -1,4 +1,5 @@
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import torch
@@ -72,9 +73,11 @@ class KVzip(Policy):
         return on_candidates(candidates, views, scores, "max")
 
 
+@lru_cache(maxsize=8)
 def repeat_framing(tokenizer: Any) -> tuple[list[int], list[int], list[int]]:
     """Token ids of the first chunk's prompt, a later chunk's prompt, and what closes the user turn before
-    the repeated text (the chat template's text after a user message, with the assistant header)."""
+    the repeated text (the chat template's text after a user message, with the assistant header); computed
+    once per tokenizer (callers never change the lists)."""
     suffix = "\n"
     if getattr(tokenizer, "chat_template", None):
         marker = "\u2063kvzip\u2063"
