@@ -37,15 +37,11 @@ def layer_rows(cache: CacheState) -> list[LayerRows]:
     views = []
     for layer, cached in enumerate(cache.kv.layers):
         keys, values = cached.keys[0].float(), cached.values[0].float()  # type: ignore[index]
-        device = keys.device
-        if cache.layers is None:
-            entries = torch.arange(keys.shape[1], device=device)
-            seen = torch.ones(keys.shape[:2], dtype=torch.bool, device=device)
-        else:
-            entries = cache.layers.rows[layer].to(device)
-            heads = cache.layers.heads
-            seen = torch.ones(keys.shape[:2], dtype=torch.bool, device=device) if heads is None else heads[layer]
-        views.append(LayerRows(keys, values, entries, seen.to(device)))
+        device, held = keys.device, cache.layers
+        entries = torch.arange(keys.shape[1]) if held is None else held.rows[layer]
+        heads = None if held is None else held.heads
+        seen = torch.ones(keys.shape[:2], dtype=torch.bool) if heads is None else heads[layer]
+        views.append(LayerRows(keys, values, entries.to(device), seen.to(device)))
     return views
 
 
