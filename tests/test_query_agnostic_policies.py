@@ -175,7 +175,7 @@ def kvzip_reference(eager, tokenizer, cache, chunk=2048) -> torch.Tensor:
     suffix = tokenizer.encode(SMOLLM_SUFFIX, add_special_tokens=False)
     best = torch.zeros(len(tok), layers, kv_heads)
     for begin in range(0, len(tok), chunk):
-        prompt = first if begin == 0 else later + tok[begin - 8 : begin]
+        prompt = first if begin == 0 else later + tok[max(begin - 8, 0) : begin]
         ids = prompt + suffix + tok[begin : begin + chunk]
         start = int(cache.pos[-1]) + 1
         with torch.inference_mode():
@@ -206,7 +206,7 @@ def smollm_eager():
     return model.eval().requires_grad_(False)
 
 
-@pytest.mark.parametrize("chunk", [2048, 9])
+@pytest.mark.parametrize("chunk", [2048, 9, 5])
 def test_kvzip_is_the_largest_attention_from_the_repeat_on_the_tiny_model(sharp, sharp_eager, chunk):
     session, _ = _paused_session(sharp, "kvzip", 48, 24, 8, frozen=3, policy_options={"chunk": chunk})
     lengths = [layer.keys.shape[-2] for layer in session.cache.kv.layers]

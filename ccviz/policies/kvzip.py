@@ -64,7 +64,7 @@ class KVzip(Policy):
         tok = candidates.tok.tolist()
         for begin in range(0, len(tok), self.chunk):
             end = min(begin + self.chunk, len(tok))
-            prompt = first if begin == 0 else later + tok[begin - OVERLAP : begin]
+            prompt = first if begin == 0 else later + tok[max(begin - OVERLAP, 0) : begin]
             scored = range(cache.frozen + begin, cache.frozen + end)  # the entries this repeat scores
             best = repeat_attention(model, cache, views, prompt + suffix + tok[begin:end])
             for score, view, received in zip(scores, views, best):
