@@ -12,6 +12,7 @@ on, alone.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from transformers import DynamicCache
@@ -167,11 +168,13 @@ class Candidates:
     ``residuals`` (layer l -> the stored H^(l) rows ``[n, d_model]``, for the layers a policy asked for),
     :meth:`keys` / :meth:`values` (a layer's cached K/V rows). ``cache``: the whole managed cache, for a
     policy that reads beyond the candidates (SnapKV pools each candidate with its neighbours, frozen
-    ones included); :meth:`take` cuts a per-entry tensor of it down to the candidates' rows.
+    ones included); :meth:`take` cuts a per-entry tensor of it down to the candidates' rows. ``tokenizer``:
+    the run's, for a policy that feeds the model text of its own (kvzip's repeat prompt); None when not given.
     """
 
-    def __init__(self, cache: CacheState):
+    def __init__(self, cache: CacheState, tokenizer: Any = None):
         self.cache = cache
+        self.tokenizer = tokenizer
         frozen = cache.frozen
         self.pos: torch.Tensor = cache.pos[frozen:]
         self.tok: torch.Tensor = cache.tok[frozen:]

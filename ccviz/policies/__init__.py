@@ -13,9 +13,12 @@ from typing import Any
 from ..errors import CcvizError
 from .base import Policy
 from .counter_causal import CounterCausal, CounterCausalFast
+from .expected_attention import ExpectedAttention
 from .full import Full
 from .h2o import H2O
 from .importance_keyproxy import ImportanceKeyProxy
+from .keydiff import KeyDiff
+from .kvzip import KVzip
 from .sliding import Sliding
 from .snapkv import SnapKV
 from .streaming_llm import StreamingLLM
@@ -29,6 +32,9 @@ _CLASSES: tuple[type[Policy], ...] = (
     H2O,
     SnapKV,
     ImportanceKeyProxy,
+    KVzip,
+    ExpectedAttention,
+    KeyDiff,
     CounterCausal,
     CounterCausalFast,
 )

@@ -35,6 +35,7 @@ from ...engine import CacheSession, RunConfig, generate
 from ...fields import Validated, whole
 from ...models import LoadedModel, load_model
 from ...policies import Policy
+from ...policies.kvzip import KVzip
 from ..data.texts import prose_segments
 from ..processes import fresh_processes
 from ..registry import TaskRun
@@ -105,10 +106,12 @@ def forward_seconds(lm: LoadedModel, ids: list[int], repeats: int, warmup: int =
 
 
 def largest_n(policy: Policy, settings: EfficiencySettings) -> int | None:
-    """The largest n a policy's refresh is timed at: quadratic passes stop early (None: every n)."""
+    """The largest n a policy's refresh is timed at: quadratic passes stop early (None: every n). The full
+    counter-causal variant and kvzip (whose repeat is a forward over as many tokens as the cache holds)
+    re-run every layer over the cache at each refresh."""
     if policy.attention is not None or type(policy).observe is not Policy.observe:
         return settings.attention_max_n
-    if getattr(policy, "variant", None) == "full":
+    if getattr(policy, "variant", None) == "full" or isinstance(policy, KVzip):
         return settings.full_max_n
     return None
 

@@ -1,0 +1,98 @@
+from dataclasses import dataclass
+
+import torch
+
+from ..cache import Candidates
+from ..fields import flag, number, whole
+from .base import Policy
+from .layerwise import LayerRows, attention_scale, layer_rows, on_candidates, prerope_queries, rope, rotated
+
+
+@dataclass
+class ExpectedAttention(Policy):
+    """Expected attention (kvpress's ExpectedAttentionPress): the attention future queries are expected to
+    pay each key, from the statistics of recent queries, times the value's norm.
+
+    Why: it asks what the *next* queries will read without seeing them. Per layer and query head the
+    recent queries (before RoPE, ``[heads, w, d]``) give a mean mu and covariance Sigma; both are turned
+    by the RoPE rotation averaged over the next ``n_future_positions`` positions (R = mean_t R_t, from the
+    position after the last processed one; kvpress starts at the prefill's length, the same place). For
+    q ~ N(R mu, R Sigma R^T), E[exp(s q.k)] = exp(s k.R mu + s^2 k^T R Sigma R^T k / 2) (s: the attention
+    scale, 1/sqrt(d)), so each cached key ``[kv_heads, rows, d]`` (as cached, after RoPE) gets that logit
+    (the second term only with ``use_covariance``), softmaxed over the layer's keys, averaged over its
+    group of query heads, then ``(p + epsilon) * ||v||`` with ``use_vnorm``. The first ``n_sink`` rows of
+    each layer are left out of the softmax and score the layer's largest score + 1, as in kvpress (they are
+    attention sinks), and their queries are left out of the statistics.
+
+    The recent queries are those of the newest ``window`` cached entries (kvpress uses the whole prefill,
+    or in decoding a buffer of up to 256 hidden states: the default window covers every cached entry up to
+    J = 224 at h = J/4). They are formed from each layer's stored input H^(l) (``residual_layers``: every
+    layer, one row per cached entry, so this policy stores L x d_model floats per entry next to the K/V,
+    about 1.5x the K/V bytes on SmolLM2). kvpress ranks each layer's heads separately; one decision for
+    every layer and head (``uniform``) takes each candidate's mean over layers and KV heads; under a
+    per-layer allocation the scores are ``[candidates, layers, kv_heads]``.
+    """
+
+    name = "expected_attention"
+    summary = "Expected attention: attention future queries are expected to pay, from recent query statistics"
+    signal = "expected_attention"
+    head_scores = True
+
+    n_future_positions: int = whole("n_future_positions", 1, default=512)
+    n_sink: int = whole("n_sink", 0, default=4)
+    use_covariance: bool = flag("use_covariance", default=True)
+    use_vnorm: bool = flag("use_vnorm", default=True)
+    epsilon: float = number("epsilon", 0, default=0.0)
+    window: int = whole("window", 1, default=256)
+
+    def residual_layers(self, num_layers: int) -> tuple[int, ...]:
+        return tuple(range(num_layers))
+
+    def score_candidates(self, model: torch.nn.Module, candidates: Candidates) -> torch.Tensor:
+        cache = candidates.cache
+        views = layer_rows(cache)
+        entries = len(cache)
+        queried = torch.arange(max(self.n_sink, entries - self.window), entries)  # whose queries are "recent"
+        start = int(cache.pos[-1]) + 1  # the next position: the future starts here
+        like = views[0].keys
+        cos, sin = rope(model, torch.arange(start, start + self.n_future_positions), like)
+        turn = rotated(torch.eye(like.shape[-1], device=like.device), cos.mean(dim=0), sin.mean(dim=0))  # R^T
+        scale = attention_scale(model)
+        scores = [
+            self._layer(
+                model, layer, view, cache.residuals[layer][queried.to(cache.residuals[layer].device)], turn, scale
+            )
+            for layer, view in enumerate(views)
+        ]
+        return on_candidates(candidates, views, scores, "mean")
+
+    def _layer(
+        self,
+        model: torch.nn.Module,
+        layer: int,
+        view: LayerRows,
+        hidden: torch.Tensor,
+        turn: torch.Tensor,
+        scale: float,
+    ) -> torch.Tensor:
+        """One layer's scores ``[kv_heads, rows]`` from its recent input rows ``hidden`` ``[w, d_model]``."""
+        kv_heads, rows, d = view.keys.shape
+        sink = torch.arange(rows, device=view.keys.device) < self.n_sink
+        if hidden.shape[0] == 0 or bool(sink.all()):  # nothing but sinks
+            return view.keys.new_ones(kv_heads, rows)
+        queries = prerope_queries(model, layer, hidden)  # [heads, w, d]
+        groups = queries.shape[0] // kv_heads
+        mean = queries.mean(dim=1)  # [heads, d]
+        logits = torch.einsum("krd,kgd->kgr", view.keys, (mean @ turn).view(kv_heads, groups, d)) * scale
+        if self.use_covariance:
+            centred = queries - mean[:, None]
+            covariance = turn.T @ (centred.transpose(1, 2) @ centred / queries.shape[1]) @ turn  # [heads, d, d]
+            spread = torch.einsum("krd,kgde,kre->kgr", view.keys, covariance.view(kv_heads, groups, d, d), view.keys)
+            logits = logits + spread * scale**2 / 2
+        visible = view.seen & ~sink  # [kv_heads, rows]
+        expected = torch.softmax(logits.masked_fill(~visible[:, None], float("-inf")), dim=-1)
+        expected = expected.nan_to_num(0.0).mean(dim=1)  # a head that sees no key beyond the sinks: zeros
+        if self.use_vnorm:
+            expected = (expected + self.epsilon) * view.values.norm(dim=-1)
+        expected[:, sink] = torch.where(visible, expected, 0.0).max() + 1  # scores are >= 0: the largest seen one
+        return expected
