@@ -40,7 +40,8 @@ def check_allocation(allocation: Allocation, policy: Scorer) -> None:
         what = "one surprise per token" if policy.counter_causal else "one score per token"
         raise CcvizError(
             f"allocation 'adaptive' needs per-head scores, and {policy.name!r} gives {what}: "
-            "use 'uniform' or 'pyramid', or an attention policy (tova, snapkv, h2o)"
+            "use 'uniform' or 'pyramid', or a policy that scores per head "
+            "(tova, snapkv, h2o, kvzip, expected_attention, keydiff)"
         )
 
 
