@@ -380,12 +380,16 @@ def test_the_retention_report_pairs_variants_measured_next_to_their_default():
         {
             "case": [0, 0, 1, 1, 2, 2],
             "budget": [0.25] * 6,
-            "survived": [0, 1, 0, 1, 1, 1],
+            "answered": [0, 1, 0, 1, 1, 1],
             "policy": ["counter_causal", "counter_causal:score=logit"] * 3,
         }
     )
     assert "| counter_causal:score=logit | J=25% | counter_causal | 3 | +2 / -0 (p 0.5) |" in retention_pairing(rows)
-    assert retention_pairing(rows[rows.policy == "counter_causal"]) == ""  # no variants: no table
+    assert retention_pairing(rows[rows.policy == "counter_causal"]) == ""  # no variants, no sliding: no table
+    sliding = pd.DataFrame({"case": [0, 1, 2], "budget": [0.5] * 3, "answered": [1, 0, 1], "policy": ["sliding"] * 3})
+    tova = sliding.assign(policy="tova", answered=[0, 1, ""])  # a blank answer pairs with nothing
+    text = retention_pairing(pd.concat([sliding, tova]))
+    assert "| tova | +1 / -1 (p 1) | +1 / -1 (p 1) |" in text  # per budget, then pooled over case x budget
 
 
 def test_ruler_variants_are_paired_by_the_share_of_required_tokens_kept_per_task_and_budget():

@@ -268,12 +268,12 @@ def ablation_table(
             ],
             "fact tokens kept": r.kept_share.map(_percent).tolist(),
         }
-        answers = {
-            "answers": [
+        answers = {}
+        if r.accuracy.notna().any():  # answers lead; a survival-only screen shows none
+            answers["answers"] = [
                 "-" if pd.isna(v[0]) else _percent(*v)
                 for v in r[["accuracy", "accuracy_low", "accuracy_high"]].itertuples(index=False)
             ]
-        }
         parts.append(pd.DataFrame(answers | columns, index=r.index))
         if retention_rows is not None and not retention_rows.empty:
             answered = paired_with_defaults(retention_rows, measure="answered")
