@@ -148,6 +148,9 @@ def test_the_reproduce_command_is_rebuilt_from_the_recorded_settings():
         "counter_causal",
         "counter_causal:score=logit",
         "counter_causal_fast",
+        "kvzip",
+        "expected_attention",
+        "keydiff",
         "full",
     }
     command = reproduce_command("retention", meta, everything, results_dir(environ={}), complete=True)
