@@ -242,6 +242,11 @@ def _all(seen: dict[str, dict[str, list]], kind: str) -> list:
     return [item for tab in seen.values() for item in tab[kind]]
 
 
+def _policy(trace: dict) -> str:
+    """A line's policy spec: its legend name without the line breaks that keep long specs narrow."""
+    return trace["name"].replace("<br>", "")
+
+
 def test_page_plots_a_quick_run_with_provenance_tables_and_commands(monkeypatch, quick_results):
     at = _page(monkeypatch, quick_results)
     first = [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
@@ -280,15 +285,15 @@ def test_page_plots_a_quick_run_with_provenance_tables_and_commands(monkeypatch,
     ]  # the needle map (answers first), then RULER's three
     summary = pd.read_csv(quick_results / "retention_summary.csv")
     for trace in charts[1]["data"]:  # what is drawn is what the harness summarised
-        rows = summary[summary.policy == trace["name"]]
+        rows = summary[summary.policy == _policy(trace)]
         assert trace["y"] == pytest.approx(list(rows.survival), abs=1e-5)
     full = summary[summary.policy == "full"]
     assert charts[1]["layout"]["shapes"][0]["y0"] == pytest.approx(full.survival.iloc[0])
     refresh = pd.read_csv(quick_results / "efficiency_refresh.csv")
-    assert {t["name"] for t in charts[4]["data"]} == set(refresh.policy)
+    assert {_policy(t) for t in charts[4]["data"]} == set(refresh.policy)
     assert sorted(y for t in charts[4]["data"] for y in t["y"]) == pytest.approx(sorted(refresh.ratio))
     exponents = pd.read_csv(quick_results / "efficiency_summary.csv").set_index("policy")["refresh_exponent"]
-    named = {t["name"] for t in charts[5]["data"]}
+    named = {_policy(t) for t in charts[5]["data"]}
     assert all(f"{policy} · n^{slope:.2f}" in named for policy, slope in exponents.dropna().items())
 
     text = " ".join(_all(seen, "markdown"))

@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pandas as pd
+import plotly.colors
 import plotly.graph_objects as go
 
-from .layout import legible
+from .layout import legible, spec_lines
 
 FULL = "full"
 
@@ -56,7 +57,8 @@ def _policy_lines(
             go.Scatter(
                 x=group[x].tolist(),
                 y=group[y].tolist(),
-                name=str(policy),
+                name=spec_lines(str(policy)),
+                meta=str(policy),  # the spec itself: the name has line breaks
                 mode="lines+markers",
                 error_y=bars,
                 customdata=group[list(custom)].to_numpy().tolist(),
@@ -73,13 +75,23 @@ def _reference_line(fig: go.Figure, value: float | None, text: str) -> None:
         )
 
 
+HEIGHT = 420  # pixels, unless the legend needs more
+LEGEND_LINE = 21  # pixels a legend line takes (entries of two lines or more take one each)
+LEGEND_CHROME = 150  # pixels of title, legend title and x axis around the legend's lines
+MANY_COLOURS = plotly.colors.qualitative.Dark24  # past Plotly's ten default colours, two policies would share one
+
+
 def _layout(fig: go.Figure, title: str, x_title: str, y_title: str, **axes: dict) -> go.Figure:
+    """The common layout, the figure growing taller when its legend (one entry per policy, long specs
+    on several lines) would not fit beside the plot: a scrolled legend hides policies."""
+    lines = sum(str(trace.name).count("<br>") + 1 for trace in fig.data if trace.showlegend is not False)
     return legible(
         fig,
         title=dict(text=title, x=0.0),
         xaxis=dict(title=x_title, **axes.get("xaxis", {})),
         yaxis=dict(title=y_title, **axes.get("yaxis", {})),
-        height=420,
+        height=max(HEIGHT, LEGEND_CHROME + LEGEND_LINE * lines),
+        colorway=MANY_COLOURS if len(fig.data) > len(plotly.colors.qualitative.Plotly) else None,
         legend=dict(title="policy"),
     )
 
@@ -205,7 +217,7 @@ def refresh_seconds_figure(refresh: pd.DataFrame, exponents: dict[str, float] | 
         refresh, "n", "refresh_seconds", ["ratio"], "n = %{x}: %{y:.3g} s (%{customdata[0]:.3g} x a forward)"
     )
     for trace in fig.data:
-        slope = (exponents or {}).get(trace.name)
+        slope = (exponents or {}).get(trace.meta)
         if slope is not None and slope == slope:  # not NaN
             trace.name = f"{trace.name} · n^{slope:.2f}"
     if len(refresh):

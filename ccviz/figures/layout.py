@@ -10,6 +10,7 @@ axis titles, legend, colour bar and title need at the width the figure is drawn.
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 import plotly.graph_objects as go
@@ -48,3 +49,16 @@ def wrapped(text: str, width: int) -> str:
     """``text`` broken at spaces into lines of at most ``width`` characters (a word longer stays whole),
     for a label above a panel that shares the figure's width with others."""
     return "<br>".join(textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False)) or text
+
+
+def spec_lines(spec: str, width: int = 28) -> str:
+    """A policy spec as a legend label of lines at most ``width`` characters, broken after its ``:`` and
+    commas (a single option longer stays whole): ``counter_causal_fast:score=contrast,smooth=9,...``
+    at full length would take half a narrow chart's width for its legend."""
+    lines: list[str] = []
+    for piece in re.split(r"(?<=[:,])", spec):
+        if lines and len(lines[-1]) + len(piece) <= width:
+            lines[-1] += piece
+        elif piece:
+            lines.append(piece)
+    return "<br>".join(lines) or spec
