@@ -392,6 +392,40 @@ def test_the_retention_report_pairs_variants_measured_next_to_their_default():
     assert "| tova | +1 / -1 (p 1) | +1 / -1 (p 1) |" in text  # per budget, then pooled over case x budget
 
 
+def test_a_variant_replaces_its_default_only_by_answering_more_pooled_and_fewer_at_no_budget():
+    from ccviz.bench.pairing import default_decision
+    from ccviz.bench.report import retention_pairing
+
+    def cells(policy: str, budget: float, answered: list[int]) -> pd.DataFrame:
+        return pd.DataFrame({"case": range(len(answered)), "budget": budget, "policy": policy, "answered": answered})
+
+    base, good, bad = "counter_causal_fast", "counter_causal_fast:score=contrast", "counter_causal_fast:score=logprob"
+    zeros = [0] * 8
+    rows = pd.concat(
+        [
+            *(cells(base, b, zeros) for b in (0.1, 0.25, 0.5)),
+            cells(good, 0.1, [1, 1, 1, 0, 0, 0, 0, 0]),  # 3 wins per budget: no budget alone is significant,
+            cells(good, 0.25, [1, 1, 1, 0, 0, 0, 0, 0]),  # 9 pooled are (p = 2 / 2**9)
+            cells(good, 0.5, [1, 1, 1, 0, 0, 0, 0, 0]),
+            cells(bad, 0.1, [1] * 8),  # 8 wins at one budget ...
+            cells(bad, 0.25, [1] * 8),
+            cells(base, 0.75, [1] * 6 + [0, 0]),  # ... but a budget where it answers significantly fewer
+            cells(bad, 0.75, zeros),
+            cells(bad, 0.5, zeros),
+            cells(good, 0.75, [1] * 6 + [0, 0]),  # the same answers as the default there
+        ]
+    )
+    decided = default_decision(rows).set_index("policy")
+    assert decided.loc[good, ["budgets", "wins", "losses"]].tolist() == [4, 9, 0]
+    assert decided.loc[good, "p"] == pytest.approx(2 / 2**9) and decided.loc[good, "replaces_default"]
+    assert decided.loc[bad, "fewer_at"] == [0.75] and not decided.loc[bad, "replaces_default"]
+    partial = default_decision(rows[~((rows.policy == good) & (rows.budget == 0.5))]).set_index("policy")
+    assert partial.loc[good, "missing"] == [0.5] and not partial.loc[good, "replaces_default"]  # all budgets first
+    text = retention_pairing(rows)
+    assert f"| {good} | {base} | 4 | +9 / -0 (p 0.0039) | replaces the default |" in text
+    assert f"| {bad} | {base} | 4 | +16 / -6 (p 0.052) | answers fewer at J=75% |" in text
+
+
 def test_ruler_variants_are_paired_by_the_share_of_required_tokens_kept_per_task_and_budget():
     from ccviz.bench.report import ruler_pairing
 

@@ -89,3 +89,39 @@ def _paired(
                 }
             )
     return pd.DataFrame(out, columns=[*by, "policy", *COUNTS])
+
+
+DECISION = ["policy", "default", "budgets", "missing", "cases", "wins", "losses", "p", "fewer_at", "replaces_default"]
+
+
+def default_decision(rows: pd.DataFrame, measure: str = "answered", alpha: float = 0.05) -> pd.DataFrame:
+    """The project's rule for changing a default, applied to every variant measured next to its default:
+    it replaces the default when, over case x budget pooled, it is higher significantly more often than
+    lower (exact sign test, p < ``alpha``), at no single budget significantly lower, and measured at every
+    budget its default was (``missing`` lists the others: until they are measured, nothing changes).
+    ``fewer_at`` names the budgets where it was significantly lower; ``budgets`` how many were pooled.
+    Perplexity and survival are reported beside it, never part of it."""
+    pooled = paired_with_defaults(rows, measure=measure, case=("case", "budget"), by=())
+    per_budget = paired_with_defaults(rows, measure=measure)
+    out = []
+    for row in pooled[(pooled.policy != pooled.default) & (pooled.cases > 0)].itertuples(index=False):
+        mine = per_budget[(per_budget.policy == row.policy) & (per_budget.cases > 0)]
+        fewer = mine[(mine.losses > mine.wins) & (mine.p < alpha)].budget.tolist()
+        measured = per_budget[per_budget.policy == row.default].budget
+        missing = sorted(set(measured) - set(mine.budget))
+        better = row.wins > row.losses and row.p < alpha
+        out.append(
+            {
+                "policy": row.policy,
+                "default": row.default,
+                "budgets": len(mine),
+                "missing": missing,
+                "cases": row.cases,
+                "wins": row.wins,
+                "losses": row.losses,
+                "p": row.p,
+                "fewer_at": fewer,
+                "replaces_default": bool(better and not fewer and not missing),
+            }
+        )
+    return pd.DataFrame(out, columns=DECISION)

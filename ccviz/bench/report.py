@@ -12,7 +12,7 @@ import pandas as pd
 from .budget import budget_text
 from .diagnosis import summarise_diagnosis
 from .metrics import summarise_rates
-from .pairing import paired_with, paired_with_defaults
+from .pairing import default_decision, paired_with, paired_with_defaults
 from .registry import TASKS, Frames, frames_of, load
 from .results import load_results
 from .tasks.retention import summarise as summarise_retention
@@ -111,7 +111,41 @@ def retention_pairing(rows: pd.DataFrame) -> str:
             }
         )
         parts.append(f"Each variant against its policy's default on answers (exact sign test):\n\n{_markdown(frame)}")
-    return "\n\n".join(parts)
+    decision = _defaults_by_answers(rows)
+    return "\n\n".join([*parts, decision] if decision else parts)
+
+
+def _defaults_by_answers(rows: pd.DataFrame) -> str:
+    """The defaults rule (:func:`.pairing.default_decision`) as a table: which variant would replace its default."""
+    decided = default_decision(rows)
+    if decided.empty:
+        return ""
+
+    def verdict(row: Any) -> str:
+        if row.replaces_default:
+            return "replaces the default"
+        if row.missing:
+            return "not yet measured at " + ", ".join(f"J={b:.0%}" for b in row.missing)
+        if row.fewer_at:
+            return "answers fewer at " + ", ".join(f"J={b:.0%}" for b in row.fewer_at)
+        if row.p < 0.05 and row.losses > row.wins:
+            return "answers fewer"
+        return "not significantly more"
+
+    frame = pd.DataFrame(
+        {
+            "policy": decided.policy,
+            "default": decided.default,
+            "budgets": decided.budgets,
+            "pooled vs default": [_sign_cell(r) for r in decided.itertuples(index=False)],
+            "verdict": [verdict(r) for r in decided.itertuples(index=False)],
+        }
+    )
+    return (
+        "Defaults by answers: a variant replaces its policy's default when it answers significantly more over "
+        "case x budget pooled (sign test, p < 0.05), significantly fewer at no budget, and was measured at "
+        f"every budget its default was:\n\n{_markdown(frame)}"
+    )
 
 
 def _number(value: float, spec: str) -> str:
