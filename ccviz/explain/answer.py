@@ -32,12 +32,12 @@ class ReadEntry:
 @dataclass(frozen=True)
 class EvictedSpan:
     """Consecutive evicted tokens ``first``..``last`` beside the read entry ``beside``; ``refresh``: the refresh
-    that evicted the first of them."""
+    that evicted the first of them (None only in a hand-made trace whose refreshes never did)."""
 
     first: int
     last: int
     text: str
-    refresh: int
+    refresh: int | None
     beside: int
 
     @property
@@ -48,6 +48,9 @@ class EvictedSpan:
 
 @dataclass(frozen=True)
 class AnswerSummary:
+    """One generated token's reads (:class:`~ccviz.trace.AnswerReading`), what it read most, best first, and the
+    evicted runs beside those, in position order."""
+
     reading: AnswerReading
     read_most: list[ReadEntry]
     evicted_beside: list[EvictedSpan]
@@ -70,7 +73,7 @@ def answer_summary(trace: Trace, step: int, top: int = TOP_READS, reach: int = R
             first, last = int(firsts[r]), int(lasts[r])
             if first not in spans:
                 text = "".join(tok.text for tok in trace.tokens[first : last + 1])
-                refresh = next(c.index for c in trace.cycles if first in c.candidates and first not in c.kept)
+                refresh = next((c.index for c in trace.cycles if first in c.candidates and first not in c.kept), None)
                 spans[first] = EvictedSpan(first, last, text, refresh, entry.position)
     return AnswerSummary(reading, read, sorted(spans.values(), key=lambda s: s.first))
 
@@ -90,7 +93,9 @@ def answer_text(trace: Trace, step: int) -> str:
     lines += [f"  t={e.position:<6} {e.text!r:<20} max {e.max:.3f}  mean {e.mean:.3f}" for e in summary.read_most]
     lines.append(f"evicted within {REACH} tokens of those (unreadable):")
     lines += [
-        f"  {s.where} {_clip(s.text)!r} evicted at refresh {s.refresh}, beside t={s.beside}"
+        f"  {s.where} {_clip(s.text)!r} evicted"
+        + ("" if s.refresh is None else f" at refresh {s.refresh}")
+        + f", beside t={s.beside}"
         for s in summary.evicted_beside
     ] or ["  none"]
     return "\n".join(lines)
