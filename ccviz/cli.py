@@ -53,6 +53,11 @@ def _parser() -> argparse.ArgumentParser:
         help="scores kept in the trace: the policy's own, or also the cheap companion signals",
     )
     run.add_argument(
+        "--record-reads",
+        action="store_true",
+        help="also record what each generated token read (last layer), for `explain TRACE --answer`",
+    )
+    run.add_argument(
         "--granularity",
         choices=GRANULARITIES,
         help="the unit a refresh keeps or evicts whole: a token, a word, a clause (split at , : ; too) or a "
@@ -94,12 +99,24 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--out", type=Path, help="save the trace as JSON")
 
-    explain = sub.add_parser("explain", help="why a token was kept or evicted at a refresh of a saved trace")
+    explain = sub.add_parser(
+        "explain", help="why a token was kept or evicted at a refresh of a saved trace, or what the answer read"
+    )
     explain.add_argument("trace", type=Path, help="a trace saved by `run --out` (or the app's download)")
     explain.add_argument("--refresh", type=int, metavar="R", help="the refresh (default: the last)")
     which = explain.add_mutually_exclusive_group(required=True)
     which.add_argument("--token", type=int, metavar="T", help="the token's original timestep")
     which.add_argument("--find", metavar="TEXT", help="the first token of the first place the text contains TEXT")
+    which.add_argument(
+        "--answer", action="store_true", help="what a generated token read most, and what was evicted beside it"
+    )
+    explain.add_argument(
+        "--step",
+        type=int,
+        metavar="S",
+        help="with --answer: the generated token, counted from 0 = the answer's first (the default), read by the "
+        "pass that picked it (a trace saved by `run --record-reads`)",
+    )
     explain.add_argument("--model", help="the checkpoint folder the trace was made with (default: the embedded model)")
     explain.add_argument("--device", default="cpu", choices=DEVICES)
     explain.add_argument("--dtype", default="float32", choices=DTYPES)
@@ -215,6 +232,7 @@ def _cmd_run(args: argparse.Namespace) -> None:
         temperature=args.temperature,
         top_p=args.top_p,
         record=args.record,
+        record_reads=args.record_reads,
         granularity=args.granularity,
         pool=args.pool,
         left_context=args.left_context,
@@ -243,11 +261,25 @@ def _cmd_run(args: argparse.Namespace) -> None:
 
 
 def _cmd_explain(args: argparse.Namespace) -> None:
-    from .explain import explain_token, explain_without_replay, explanation_json, explanation_text, matching_tokens
+    from .explain import (
+        answer_text,
+        explain_token,
+        explain_without_replay,
+        explanation_json,
+        explanation_text,
+        matching_tokens,
+    )
     from .models import load_model
     from .trace import Trace
 
     trace = Trace.load(args.trace)
+    if args.step is not None and not args.answer:
+        raise CcvizError("--step goes with --answer")
+    if args.answer:
+        if args.refresh is not None or args.json:
+            raise CcvizError("--refresh and --json go with --token or --find, not --answer")
+        print(answer_text(trace, 0 if args.step is None else args.step))
+        return
     if not trace.cycles:
         raise CcvizError(f"{args.trace} has no refresh: nothing was ever kept or evicted")
     refresh = len(trace.cycles) - 1 if args.refresh is None else args.refresh

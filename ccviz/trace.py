@@ -6,6 +6,8 @@ JSON has no literal for them, and are turned back into floats on load.
 
 Schema version 2 added what a per-layer allocation keeps (``Cycle.layer_kept`` / ``head_kept``) and
 ``Trace.peak_cache_bytes``; version-1 files load with those absent (every layer kept ``kept``).
+``Trace.answer_reads`` (what each generated token read, recorded when asked) is optional: files
+without it load with None.
 """
 
 from __future__ import annotations
@@ -106,6 +108,63 @@ def unpack_members(text: str, n: int) -> np.ndarray:
 
 
 @dataclass
+class AnswerRead:
+    """What the last layer read when one generated token was picked, compactly: ``present`` marks, over the
+    positions 0..q (q: the query's position), the entries the cache held then (:func:`pack_members`);
+    ``max_levels`` / ``mean_levels`` give each present entry's attention, the max and the mean over query
+    heads, in position order, as one byte each (hex) on a square-root scale of that step's own maximum
+    ``max_scale`` / ``mean_scale``: value = scale * (level / 255) ** 2 (:meth:`encode`, :meth:`values`)."""
+
+    present: str
+    max_scale: float
+    max_levels: str
+    mean_scale: float
+    mean_levels: str
+
+    @classmethod
+    def encode(cls, positions: np.ndarray, max_read: np.ndarray, mean_read: np.ndarray) -> AnswerRead:
+        """From the cached ``positions`` (int ``[entries]``, ascending, the last one the query's) and the
+        attention each got (float ``[entries]``, the max and the mean over query heads)."""
+        present = np.zeros(int(positions[-1]) + 1, dtype=bool)
+        present[positions] = True
+        max_scale, max_levels = _quantise(max_read)
+        mean_scale, mean_levels = _quantise(mean_read)
+        return cls(pack_members(present), max_scale, max_levels, mean_scale, mean_levels)
+
+    def values(self, query: int) -> tuple[np.ndarray, np.ndarray]:
+        """Float64 ``[query + 1]`` each: per position, the max and the mean over query heads of the attention
+        it got (NaN where the cache did not hold it)."""
+        present = unpack_members(self.present, query + 1)
+        reads = np.full((2, query + 1), np.nan)
+        reads[0, present] = _dequantise(self.max_scale, self.max_levels)
+        reads[1, present] = _dequantise(self.mean_scale, self.mean_levels)
+        return reads[0], reads[1]
+
+
+@dataclass(frozen=True)
+class AnswerReading:
+    """What generated token ``step`` (0: the answer's first) read: it was picked from the pass whose newest
+    query sat at ``query`` (the last prompt token for step 0, then the previous generated token), and
+    ``max`` / ``mean`` (float64 ``[query + 1]``) give, per position, the last layer's attention over
+    the cache then, the max and the mean over query heads; NaN where the entry was no longer cached."""
+
+    step: int
+    query: int
+    max: np.ndarray
+    mean: np.ndarray
+
+    @property
+    def token(self) -> int:
+        """The generated token's own timestep."""
+        return self.query + 1
+
+    @property
+    def evicted(self) -> np.ndarray:
+        """The timesteps already processed that the cache no longer held (unreadable), ascending."""
+        return np.flatnonzero(np.isnan(self.max))
+
+
+@dataclass
 class Trace:
     config: dict[str, Any]
     tokens: list[TokenRecord] = field(default_factory=list)
@@ -117,6 +176,8 @@ class Trace:
     status: Status = "complete"
     stop_reason: str = ""
     error: str | None = None
+    # One per generated token, in order, when the run recorded them (``record_reads``); None otherwise
+    answer_reads: list[AnswerRead] | None = None
     schema_version: int = SCHEMA_VERSION
 
     # ----- derived views -------------------------------------------------------------------
@@ -138,9 +199,21 @@ class Trace:
         """Timesteps in the cache at the end of the run (all processed tokens if nothing was evicted)."""
         return self.cycles[-1].kept if self.cycles else [tok.t for tok in self.tokens]
 
+    def answer_reading(self, step: int) -> AnswerReading:
+        """What generated token ``step`` (0: the first) read (:class:`AnswerReading`); a one-line error when the
+        run did not record it or ``step`` is not one of its generated tokens."""
+        if self.answer_reads is None:
+            raise CcvizError("this trace has no record of what the answer read: re-run with --record-reads")
+        if not 0 <= step < len(self.answer_reads):
+            raise CcvizError(f"the step must be 0 to {len(self.answer_reads) - 1} (a generated token), got {step}")
+        query = self.prompt_length - 1 + step
+        return AnswerReading(step, query, *self.answer_reads[step].values(query))
+
     # ----- serialisation -------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        if self.answer_reads is None:  # traces that did not record it look as they did before it existed
+            del data["answer_reads"]
         for cycle in data["cycles"]:
             cycle["scores"] = {
                 name: [_encode_float(float(v)) for v in values] for name, values in cycle["scores"].items()
@@ -218,6 +291,13 @@ class Trace:
         _expect(isinstance(data["stop_reason"], str), "'stop_reason' must be a string")
         error = data.get("error")
         _expect(error is None or isinstance(error, str), "'error' must be a string or null")
+        prompt = sum(1 for tok in tokens if tok.source == "prompt")
+        reads = data.get("answer_reads")
+        if reads is not None:
+            reads = _list(reads, "answer_reads")
+            generated = n_tokens - prompt if prompt else 0  # step 0's query is the last prompt token
+            _expect(len(reads) <= generated, "answer_reads has more steps than generated tokens")
+            reads = [_answer_read(i, raw, prompt + i) for i, raw in enumerate(reads)]
         trace = cls(
             config=config,
             tokens=tokens,
@@ -229,6 +309,7 @@ class Trace:
             status=data["status"],
             stop_reason=data["stop_reason"],
             error=error,
+            answer_reads=reads,
         )
         try:  # every view reads the config as a RunConfig: a bad one fails here, not half-way through a page
             _ = trace.run_config
@@ -238,6 +319,19 @@ class Trace:
 
 
 # ----- helpers ---------------------------------------------------------------------------------
+def _quantise(values: np.ndarray) -> tuple[float, str]:
+    """Non-negative values as (their max, one byte each in hex on a square-root scale of it): attention spans
+    orders of magnitude, and the root keeps a token read a thousandth as much as the top one above zero."""
+    scale = float(values.max()) if values.size else 0.0
+    levels = np.rint(255 * np.sqrt(np.clip(values, 0, None) / scale)) if scale > 0 else np.zeros(values.shape)
+    return scale, levels.astype(np.uint8).tobytes().hex()
+
+
+def _dequantise(scale: float, levels: str) -> np.ndarray:
+    """The inverse of :func:`_quantise`, to half a level: float64 ``[entries]``."""
+    return scale * (np.frombuffer(bytes.fromhex(levels), dtype=np.uint8) / 255.0) ** 2
+
+
 def _encode_float(value: float) -> float | str:
     if math.isinf(value):
         return "inf" if value > 0 else "-inf"
@@ -341,15 +435,37 @@ def _cycle(i: int, raw: Any, n_tokens: int) -> Cycle:
 
 def _bits(value: Any, where: str, n: int) -> np.ndarray:
     size = -(-n // 8)
-    _expect(
-        isinstance(value, str) and len(value) == 2 * size, f"{where} must be {size} bytes in hex, a bit per kept entry"
-    )
+    _expect(isinstance(value, str) and len(value) == 2 * size, f"{where} must be {size} bytes in hex, a bit per entry")
     try:
         bits = unpack_members(value, 8 * size)
     except ValueError:
         _expect(False, f"{where} must be hexadecimal")
     _expect(not bits[n:].any(), f"{where} sets bits past the {n} kept entries")
     return bits[:n]
+
+
+def _answer_read(i: int, raw: Any, size: int) -> AnswerRead:
+    """Step ``i``'s record: ``size`` positions (up to its query's) and a level per entry present, both scales."""
+    where = f"answer_reads[{i}]"
+    _expect(isinstance(raw, dict), f"{where} must be an object")
+    for key in ("present", "max_scale", "max_levels", "mean_scale", "mean_levels"):
+        _expect(key in raw, f"{where} is missing {key!r}")
+    present = _bits(raw["present"], f"{where}.present", size)
+    _expect(bool(present[-1]), f"{where}.present must hold its query, position {size - 1}")
+    for name in ("max", "mean"):
+        scale, levels = raw[f"{name}_scale"], raw[f"{name}_levels"]
+        _expect(is_number(scale) and math.isfinite(scale) and scale >= 0, f"{where}.{name}_scale must be a number >= 0")
+        _expect(
+            isinstance(levels, str) and len(levels) == 2 * int(present.sum()),
+            f"{where}.{name}_levels must be a byte in hex per present entry",
+        )
+        try:
+            bytes.fromhex(levels)
+        except ValueError:
+            _expect(False, f"{where}.{name}_levels must be hexadecimal")
+    return AnswerRead(
+        raw["present"], float(raw["max_scale"]), raw["max_levels"], float(raw["mean_scale"]), raw["mean_levels"]
+    )
 
 
 def _members(raw: dict, where: str, n: int) -> tuple[list[str] | None, list[list[str]] | None]:

@@ -3,6 +3,7 @@
 import streamlit as st
 
 from ccviz import RunConfig
+from ccviz.ui.answer_view import answer_view, record_reads_input
 from ccviz.ui.explain import explain_section
 from ccviz.ui.frame import ensure_app_frame
 from ccviz.ui.inputs import allocation_input, budget_input, decoding_input, document_input, policy_input, unit_input
@@ -40,6 +41,7 @@ with st.sidebar:
         "in the last chunk, last-layer attention, counter-causal surprise), to compare attention and surprise "
         "on the same cycle. Costs one extra surprise scoring per refresh.",
     )
+    record_reads = record_reads_input(PAGE)
 
 text, chat = document_input()
 done = run_controls(
@@ -57,6 +59,7 @@ done = run_controls(
                 **decoding,
                 **units,
                 record="all" if record_all else "policy",
+                record_reads=record_reads,
             ),
         )
     ],
@@ -65,5 +68,6 @@ done = run_controls(
 if done is not None and done.results[0] is not None:
     trace = done.results[0]
     retention_view(trace, key="run", needle=st.session_state.get(NEEDLE_KEY))
+    answer_view(trace, key="run")
     if trace.cycles:
         explain_section(trace, key="run", refresh=min(st.session_state.get("run.cycle", 0), len(trace.cycles) - 1))

@@ -274,7 +274,7 @@ def test_explain_finds_a_word_and_prints_json(explained_trace, capsys):
         (["--token", "3", "--refresh", "999"], "--refresh must be 0 to"),
         (["--find", "no such words"], "nothing up to refresh"),
         (["--token", "100000"], "token must be 0 to"),
-        ([], "one of the arguments --token --find is required"),
+        ([], "one of the arguments --token --find --answer is required"),
     ],
     ids=["refresh", "find", "token", "neither"],
 )

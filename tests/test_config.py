@@ -50,6 +50,7 @@ BAD = {
     "prefill_step": [(0, "prefill step must be at least 1")],
     "stop_at_eos": [(None, "stop_at_eos must be true or false")],
     "record": [("everything", "record must be one of policy, all")],
+    "record_reads": [("yes", "record_reads must be true or false")],
     "granularity": [("phrase", "granularity must be one of token, word, clause, sentence")],
     "pool": [("median", "pool must be one of max, mean")],
     "left_context": [(-1, "left context must be at least 0"), (65, "left context must be at most 64")],

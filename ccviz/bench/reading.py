@@ -4,10 +4,11 @@ A fact can survive eviction and still go unanswered; one reason is that the mode
 :class:`ReadingProbe` watches a run beside its policy (``generate(..., observers=[probe])``) and, at
 every forward pass whose newest token sits at ``timestep`` or later (in decode: one pass per generated
 token, the first at the prompt's length), records every query head's attention from that newest token
-over the cache at the last layer, with the cache's positions. Afterwards :meth:`ReadingProbe.readings`
-sums it over the entries of any span and takes the max over heads, per pass: one head that reads the
-fact is enough, and a mean over heads would drown it in the heads that do other work. It never evicts
-and nothing of it is recorded, so the trace is the same with or without it.
+over the cache at the last layer, with the cache's positions (the engine's :class:`LastLayerReads`).
+Afterwards :meth:`ReadingProbe.readings` sums it over the entries of any span and takes the max over
+heads, per pass: one head that reads the fact is enough, and a mean over heads would drown it in the
+heads that do other work. It never evicts and nothing of it is recorded, so the trace is the same with
+or without it.
 """
 
 from __future__ import annotations
@@ -17,14 +18,11 @@ from dataclasses import dataclass
 
 import torch
 
-from ..cache import CacheState
-from ..capture import AttentionNeed, Capture
-from ..fields import whole
-from ..policies import Policy
+from ..engine.reads import LastLayerReads
 
 
 @dataclass
-class ReadingProbe(Policy):
+class ReadingProbe(LastLayerReads):
     """Records, at every pass whose newest token is at ``timestep`` or later, the last layer's per-query-head
     attention of that token over the cache. The retention diagnosis sets ``timestep`` to the prompt's length:
     the first generated token, read at the first decode pass, and each one after it. One probe per run (it
@@ -32,10 +30,6 @@ class ReadingProbe(Policy):
 
     name = "reading_probe"
     summary = "records one query's last-layer attention per head (a diagnosis probe; never evicts)"
-    evicts = False
-    attention = AttentionNeed(layers="last", queries="latest", heads="each")
-
-    timestep: int = whole("probed timestep", 0)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -44,10 +38,9 @@ class ReadingProbe(Policy):
         self.weights: list[torch.Tensor] = []
         self.positions: list[torch.Tensor] = []
 
-    def observe(self, model: torch.nn.Module, state: CacheState, capture: Capture) -> None:
-        if int(state.pos[-1]) >= self.timestep:  # after the pass: the newest entry is the newest query
-            self.weights.append(capture.weights(model, self.attention)[:, -1].cpu())
-            self.positions.append(state.pos.cpu().clone())
+    def read(self, weights: torch.Tensor, positions: torch.Tensor) -> None:
+        self.weights.append(weights.cpu())
+        self.positions.append(positions.cpu().clone())
 
     def readings(self, timesteps: Sequence[int]) -> list[float]:
         """Per probed pass: the max over query heads of the attention summed over the cached entries at

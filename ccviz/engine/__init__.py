@@ -6,6 +6,8 @@
   each layer's and KV head's own under a per-layer allocation);
 - :mod:`.units`, :mod:`.allocation`: what a unit (word, sentence) is, and the budget per layer;
 - :mod:`.recorder`: the trace of a session, loadable at every moment;
+- :mod:`.reads`: the last layer's attention of each newest query over the cache, for ``record_reads``
+  (what each generated token read) and the benchmarks' reading probe;
 - :mod:`.sampling`: greedy or seeded sampling;
 - :mod:`.loop`: :func:`generate`, a prefill-then-decode loop over a session.
 

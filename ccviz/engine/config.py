@@ -65,6 +65,7 @@ class RunConfig:
     prefill_step: int | None = whole("prefill step", 1, default=None, optional=True)
     stop_at_eos: bool = flag("stop_at_eos", default=True)
     record: Record = choice("record", RECORDS, default="policy")
+    record_reads: bool = flag("record_reads", default=False)  # what each generated token read (engine.reads)
     granularity: Granularity | None = choice(
         "granularity", GRANULARITIES, default=None, optional=True
     )  # the unit kept whole; None: the policy's

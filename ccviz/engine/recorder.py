@@ -14,16 +14,24 @@ from typing import Any
 
 from ..cache import LayerMembership
 from ..choices import Phase
-from ..trace import Cycle, TokenRecord, Trace, pack_members
+from ..trace import AnswerRead, Cycle, TokenRecord, Trace, pack_members
 from ..version import __version__
 
 TIMINGS = ("prefill_seconds", "decode_seconds", "refresh_seconds")
 
 
 class TraceRecorder:
-    def __init__(self, tokenizer: Any, model_name: str, config: dict[str, Any], prompt_length: int | None = None):
+    def __init__(
+        self,
+        tokenizer: Any,
+        model_name: str,
+        config: dict[str, Any],
+        prompt_length: int | None = None,
+        answer_reads: list[AnswerRead] | None = None,
+    ):
         """``prompt_length``: the prompt's length when known before it is fed (the trace config says it from
-        the first refresh on, as a streamed partial trace needs); otherwise the prefill tokens fed so far."""
+        the first refresh on, as a streamed partial trace needs); otherwise the prefill tokens fed so far.
+        ``answer_reads``: the list an :class:`~ccviz.engine.reads.AnswerReader` fills, one per generated token."""
         self.started = time.perf_counter()  # total_seconds counts from here
         self.tokenizer = tokenizer
         self.prompt_length = prompt_length
@@ -32,6 +40,7 @@ class TraceRecorder:
         )
         self.ids: list[int] = []
         self.prompt_tokens = 0  # tokens fed in the prefill phase come first; every later token is generated
+        self.answer_reads = answer_reads
         self.timings = dict.fromkeys(TIMINGS, 0.0)
 
     def fed(self, ids: Sequence[int], phase: Phase, cache_length: int, cache_bytes: int = 0) -> None:
@@ -93,6 +102,8 @@ class TraceRecorder:
             for t, (i, piece) in enumerate(zip(ids[start:], pieces), start=start)
         )
         self.trace.config["prompt_tokens"] = self.prompt_tokens if self.prompt_length is None else self.prompt_length
+        if self.answer_reads is not None:  # a pass read before its pick is made (or fails): only picked tokens'
+            self.trace.answer_reads = self.answer_reads[: len(ids) - self.prompt_tokens if self.prompt_tokens else 0]
         self.trace.timings = {**self.timings, "total_seconds": time.perf_counter() - self.started}
         return self.trace
 

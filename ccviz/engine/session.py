@@ -29,6 +29,7 @@ from ..policies.companions import companions
 from ..trace import Trace
 from .callbacks import RefreshCallback
 from .config import RunConfig
+from .reads import AnswerReader
 from .recorder import TraceRecorder
 from .survivors import SurvivorSelector
 from .units import pool_scores
@@ -89,18 +90,25 @@ class CacheSession:
         self.vocab_size = int(model.get_input_embeddings().num_embeddings)
         self.selector = SurvivorSelector(self.config, lm.tokenizer, self.vocab_size, num_layers)
         self.phase: Phase = "prefill"
-        self.recorder = TraceRecorder(lm.tokenizer, lm.name, self.config.to_dict(), prompt_length)
+        reader: AnswerReader | None = None
+        if self.config.record_reads:  # from the pass that picks the first generated token: the prompt's last
+            if prompt_length is None:
+                raise CcvizError("record_reads needs the prompt's length (CacheSession(..., prompt_length=N))")
+            reader = AnswerReader(timestep=prompt_length - 1)
+        self.recorder = TraceRecorder(
+            lm.tokenizer, lm.name, self.config.to_dict(), prompt_length, None if reader is None else reader.steps
+        )
         # The policy and its companions all watch every forward pass; one capture serves them all.
         scorers = companions(self.policy, self.chunk_size) if self.config.record == "all" else []
         self.companions: list[Policy] = scorers
-        self.observers = [self.policy, *scorers, *observers]
+        self.observers = [self.policy, *scorers, *observers, *([] if reader is None else [reader])]
         self.residual_layers = sorted({layer for p in self.observers for layer in p.residual_layers(num_layers)})
         self.attention_needs = [p.attention for p in self.observers if p.attention is not None]
         install_hooks(lm.model)
         if self.attention_needs and not captures_attention(lm.model):
-            reader = next(p.name for p in self.observers if p.attention is not None)
+            name = next(p.name for p in self.observers if p.attention is not None)
             raise CcvizError(
-                f"{reader!r} reads attention weights, which ccviz captures on SDPA models only: "
+                f"{name!r} reads attention weights, which ccviz captures on SDPA models only: "
                 "load the model with ccviz.load_model (or attn_implementation='sdpa')"
             )
 

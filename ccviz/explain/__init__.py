@@ -4,17 +4,24 @@
   (:func:`explain_without_replay`, :func:`matching_tokens`);
 - :mod:`.replay`: :func:`explain_token`, the run replayed with the session's public API up to the
   refresh, and the decision opened with the engine's own scoring;
-- :mod:`.render`: the explanation as strict JSON or terminal text (figures: :mod:`ccviz.figures.explain`).
+- :mod:`.render`: the explanation as strict JSON or terminal text (figures: :mod:`ccviz.figures.explain`);
+- :mod:`.answer`: what a generated token read most, and what was evicted beside it (``record_reads`` traces).
 """
 
+from .answer import AnswerSummary, EvictedSpan, ReadEntry, answer_summary, answer_text
 from .explanation import MAX_MATCHES, Explanation, explain_without_replay, matching_tokens
 from .render import explanation_json, explanation_text
 from .replay import SCORE_TOLERANCE, descending_rank, explain_token, replay_explanation
 
 __all__ = [
+    "AnswerSummary",
+    "EvictedSpan",
     "MAX_MATCHES",
+    "ReadEntry",
     "SCORE_TOLERANCE",
     "Explanation",
+    "answer_summary",
+    "answer_text",
     "descending_rank",
     "explain_token",
     "explain_without_replay",

@@ -36,6 +36,7 @@ class Explanation:
     counter_causal: list[list[float]] = field(default_factory=list)
     causal: list[list[float]] = field(default_factory=list)
     matches_trace: bool = True  # the replayed scores and survivors equal the trace's
+    evicted_at: int | None = None  # status "evicted": the refresh that evicted it
 
 
 def matching_tokens(trace: Trace, query: str, step: int) -> list[int]:
@@ -81,5 +82,6 @@ def explain_without_replay(trace: Trace, refresh: int, position: int) -> Explana
             "evicted",
             f"Evicted earlier, at refresh {gone}: explain that refresh to see why.",
             kept=False,
+            evicted_at=gone,
         )
     return None

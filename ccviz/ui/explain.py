@@ -17,7 +17,7 @@ from ..figures.export import file_stem
 from ..trace import Trace
 from ..worker.tasks import ExplainTask
 from .state import result_store, run_controls
-from .views import chart
+from .views import chart, refresh_slider
 
 STATUS_BADGES = {  # status -> (label, icon, colour)
     "kept": ("kept", ":material/check_circle:", "green"),
@@ -89,12 +89,27 @@ def _numbers(e: Explanation) -> None:
     st.dataframe(table, hide_index=True)
 
 
-def explanation_view(e: Explanation, trace: Trace, key: str) -> None:
-    """The verdict and its reason, the numbers, and the attention behind them."""
+def _open_refresh(state_key: str, refresh: int) -> None:
+    """A button's callback: it runs before the rerun, so it may still set the refresh widget's value."""
+    st.session_state[state_key] = refresh
+
+
+def explanation_view(e: Explanation, trace: Trace, key: str, refresh_key: str | None = None) -> None:
+    """The verdict and its reason, the numbers, and the attention behind them. ``refresh_key``: the state of the
+    widget that picks the refresh; a token evicted earlier then gets a button that opens the refresh that did it."""
     head, reason = st.columns([1, 4], vertical_alignment="center")
     with head:
         _badge(e)
     reason.markdown(f"**t={e.position} “{visible_text(e.text)}” at refresh {e.refresh}.** {e.reason}")
+    if e.evicted_at is not None and refresh_key is not None:
+        st.button(
+            f"Open refresh {e.evicted_at}",
+            key=f"{key}.open_refresh",
+            icon=":material/history:",
+            on_click=_open_refresh,
+            args=(refresh_key, e.evicted_at),
+            help="Move the refresh to the one that evicted this token, to explain why it went.",
+        )
     if e.status != "candidate":
         return
     if not e.matches_trace:
@@ -109,7 +124,8 @@ def explanation_view(e: Explanation, trace: Trace, key: str) -> None:
 
 
 def explain_section(trace: Trace, key: str, refresh: int | None = None) -> None:
-    """Pick a token (and a refresh, unless the page's refresh slider gives it) and explain it."""
+    """Pick a token (and a refresh, unless the page's refresh slider gives it: :func:`.views.refresh_slider`
+    of ``key``) and explain it."""
     st.subheader("Explain a token")
     if not trace.cycles:
         st.info("No refresh happened, so there is no decision to explain.")
@@ -122,10 +138,9 @@ def explain_section(trace: Trace, key: str, refresh: int | None = None) -> None:
         )
         return
     last = len(trace.cycles) - 1
+    refresh_key = f"{key}.refresh" if refresh is None else refresh_slider(key)
     if refresh is None:
-        refresh = int(
-            st.number_input("At refresh", min_value=0, max_value=last, value=last, step=1, key=f"{key}.refresh")
-        )
+        refresh = int(st.number_input("At refresh", min_value=0, max_value=last, value=last, step=1, key=refresh_key))
     else:
         st.caption(f"At refresh {refresh} (the refresh slider above).")
     t = _token_choice(trace, key, trace.cycles[refresh].step)
@@ -138,7 +153,7 @@ def explain_section(trace: Trace, key: str, refresh: int | None = None) -> None:
     if ready is None and done is not None and done.tasks[0] == task:
         ready = done.results[0]
     if ready is not None:
-        explanation_view(ready, trace, key)
+        explanation_view(ready, trace, key, refresh_key)
     elif not st.session_state.get(f"job.{page}"):
         st.caption(
             "Explaining replays the run up to this refresh in the model worker: "

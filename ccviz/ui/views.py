@@ -260,10 +260,15 @@ def needle_badge(trace: Trace, needle: str) -> list[int]:
     return result.tokens
 
 
+def refresh_slider(key: str) -> str:
+    """The session-state key of a page's refresh slider (set it, then rerun, to open another refresh)."""
+    return f"{key}.cycle"
+
+
 def refresh_context(trace: Trace, key: str, marked: Sequence[int] = ()) -> None:
     """A refresh slider and, for that refresh, every token so far marked kept or evicted (``marked`` outlined)."""
     last = len(trace.cycles) - 1
-    slider = f"{key}.cycle"
+    slider = refresh_slider(key)
     st.session_state[slider] = min(st.session_state.get(slider, last), last)  # a new run may have fewer refreshes
     index = st.slider("Refresh cycle", 0, last, key=slider) if last > 0 else 0
     cycle = trace.cycles[index]
