@@ -199,6 +199,15 @@ class Trace:
         """Timesteps in the cache at the end of the run (all processed tokens if nothing was evicted)."""
         return self.cycles[-1].kept if self.cycles else [tok.t for tok in self.tokens]
 
+    def eviction_refreshes(self) -> np.ndarray:
+        """For every token, the index of the refresh that evicted it, or -1 (never evicted): a token is
+        evicted when it is a candidate of a refresh but not kept by it, and it never comes back."""
+        evicted_at = np.full(len(self.tokens), -1, dtype=np.int32)
+        for cycle in self.cycles:
+            gone = np.setdiff1d(np.asarray(cycle.candidates, dtype=np.int64), np.asarray(cycle.kept, dtype=np.int64))
+            evicted_at[gone[evicted_at[gone] == -1]] = cycle.index
+        return evicted_at
+
     def answer_reading(self, step: int) -> AnswerReading:
         """What generated token ``step`` (0: the first) read (:class:`AnswerReading`); a one-line error when the
         run did not record it or ``step`` is not one of its generated tokens."""

@@ -23,6 +23,7 @@ from ..policies import POLICIES, Policy, make_policy
 from .allocation import check_allocation
 
 Options = tuple[tuple[str, Any], ...]
+DECODING = ("chat", "do_sample", "max_new_tokens", "seed", "stop_at_eos", "temperature", "top_p")
 
 
 class Recorded(Protocol):
@@ -148,6 +149,12 @@ class RunConfig:
         if self.allocation == "pyramid":
             shown.append(("beta", f"{self.pyramid_beta:g}"))
         return " · ".join(f"{name}={'default' if value is None else value}" for name, value in shown)
+
+    @property
+    def decoding(self) -> Options:
+        """The settings that decide the answer whatever is evicted (the prompt's form and the decoding), as
+        sorted (name, value) pairs: what a full-cache run beside this one shares with it."""
+        return tuple((name, getattr(self, name)) for name in DECODING)
 
     def replace(self, **changes: Any) -> RunConfig:
         """A copy with ``changes``, validated like a new one."""

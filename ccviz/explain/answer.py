@@ -67,13 +67,14 @@ def answer_summary(trace: Trace, step: int, top: int = TOP_READS, reach: int = R
     firsts, lasts = np.flatnonzero(starts), np.flatnonzero(gone & ~np.r_[gone[1:], False])
     run = np.cumsum(starts) - 1  # per position, its run's number (where evicted)
     spans: dict[int, EvictedSpan] = {}
+    evicted_at = trace.eviction_refreshes()
     for entry in read:
         near = np.arange(max(entry.position - reach, 0), min(entry.position + reach, reading.query) + 1)
         for r in np.unique(run[near[gone[near]]]):
             first, last = int(firsts[r]), int(lasts[r])
             if first not in spans:
                 text = "".join(tok.text for tok in trace.tokens[first : last + 1])
-                refresh = next((c.index for c in trace.cycles if first in c.candidates and first not in c.kept), None)
+                refresh = int(evicted_at[first]) if evicted_at[first] >= 0 else None
                 spans[first] = EvictedSpan(first, last, text, refresh, entry.position)
     return AnswerSummary(reading, read, sorted(spans.values(), key=lambda s: s.first))
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..trace import Trace
 
-NEVER = -1  # eviction cycle of a token that was never evicted
+NEVER = -1  # eviction cycle of a token that was never evicted (as Trace.eviction_refreshes says)
 
 
 def frozen_count(trace: Trace) -> int:
@@ -31,16 +31,8 @@ def signals(trace: Trace) -> list[str]:
 
 
 def eviction_cycles(trace: Trace) -> np.ndarray:
-    """For every token, the index of the refresh that evicted it, or ``NEVER``.
-
-    A token is evicted when it is a candidate of a refresh but not kept by it; it never comes back.
-    """
-    evicted_at = np.full(len(trace.tokens), NEVER, dtype=np.int32)
-    for cycle in trace.cycles:
-        gone = np.setdiff1d(np.asarray(cycle.candidates, dtype=np.int64), np.asarray(cycle.kept, dtype=np.int64))
-        fresh = gone[evicted_at[gone] == NEVER]
-        evicted_at[fresh] = cycle.index
-    return evicted_at
+    """For every token, the index of the refresh that evicted it, or ``NEVER`` (:meth:`Trace.eviction_refreshes`)."""
+    return trace.eviction_refreshes()
 
 
 def survived(trace: Trace) -> np.ndarray:

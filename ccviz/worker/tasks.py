@@ -68,6 +68,40 @@ class RunTask:
 
 
 @dataclass(frozen=True)
+class FullCacheTask:
+    """The full cache's run of the same document with the same decoding as a run (:meth:`beside`), recording
+    what its answer read: what the model says when nothing is evicted.
+
+    Its key holds only the document, the model and the decoding (``RunConfig.decoding``), so every budget and
+    policy run on one document shares one full-cache run. The cache size is the model's context (one prefill
+    pass of up to a quarter of it: no refresh ever runs)."""
+
+    model: str
+    prompt: str
+    decoding: tuple[tuple[str, Any], ...]
+
+    @classmethod
+    def beside(cls, run: RunTask) -> FullCacheTask:
+        return cls(run.model, run.prompt, run.config.decoding)
+
+    @property
+    def label(self) -> str:
+        return "the full cache's answer"
+
+    def config(self, lm: LoadedModel) -> RunConfig:
+        return RunConfig(policy="full", cache_size=lm.max_positions, record_reads=True, **dict(self.decoding))
+
+    def execute(
+        self,
+        lm: LoadedModel,
+        progress: ProgressCallback,
+        should_stop: Callable[[], bool],
+        on_refresh: RefreshCallback | None = None,
+    ) -> Trace:
+        return run_generation(lm, self.prompt, self.config(lm), progress=progress, should_stop=should_stop)
+
+
+@dataclass(frozen=True)
 class SurpriseTask:
     """Counter-causal surprise of every token of a whole document (one variant and score)."""
 
