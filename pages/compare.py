@@ -4,6 +4,7 @@ import streamlit as st
 
 from ccviz import POLICIES, RunConfig
 from ccviz.ui.frame import ensure_app_frame
+from ccviz.ui.full_cache_view import full_cache_compare, full_cache_input, runs_and_full_cache, with_full_cache
 from ccviz.ui.inputs import allocation_input, budget_input, decoding_input, document_input, policy_input, unit_input
 from ccviz.ui.links import linked
 from ccviz.ui.state import run_controls
@@ -40,6 +41,7 @@ with st.sidebar:
     budget = budget_input("cmp")
     st.header("Decoding (shared)")
     decoding = decoding_input("cmp")
+    beside_full = full_cache_input("cmp")
 
 text, chat = document_input()
 phrase = st.text_input(
@@ -53,20 +55,24 @@ phrase = st.text_input(
 done = run_controls(
     PAGE,
     "Run all",
-    lambda model: [
-        RunTask(
-            model.name, text, RunConfig(policy=policy, policy_options=options, chat=chat, **budget, **decoding, **units)
-        )
-        for policy, options, units in runs
-    ],
+    lambda model: with_full_cache(
+        [
+            RunTask(
+                model.name,
+                text,
+                RunConfig(policy=policy, policy_options=options, chat=chat, **budget, **decoding, **units),
+            )
+            for policy, options, units in runs
+        ],
+        beside_full,
+    ),
     live_view=live_view("compare"),
 )
 if done is not None:
-    shown = [
-        (f"{LETTERS[i]} · {task.label}", trace)
-        for i, (task, trace) in enumerate(zip(done.tasks, done.results))
-        if trace is not None
-    ]
+    finished, full = runs_and_full_cache(done)
+    shown = [(f"{LETTERS[i]} · {task.label}", trace) for i, (task, trace) in enumerate(finished)]
     if shown:
         labels, traces = zip(*shown)
         compare_view(list(traces), list(labels), phrase, key="compare")
+        if full is not None:
+            full_cache_compare(traces, labels, full)

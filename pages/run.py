@@ -6,6 +6,13 @@ from ccviz import RunConfig
 from ccviz.ui.answer_view import answer_view, record_reads_input
 from ccviz.ui.explain import explain_section
 from ccviz.ui.frame import ensure_app_frame
+from ccviz.ui.full_cache_view import (
+    full_cache_input,
+    full_cache_view,
+    missed_positions,
+    runs_and_full_cache,
+    with_full_cache,
+)
 from ccviz.ui.inputs import allocation_input, budget_input, decoding_input, document_input, policy_input, unit_input
 from ccviz.ui.links import as_bool, linked
 from ccviz.ui.needle_sample import NEEDLE_KEY
@@ -42,32 +49,40 @@ with st.sidebar:
         "on the same cycle. Costs one extra surprise scoring per refresh.",
     )
     record_reads = record_reads_input(PAGE)
+    beside_full = full_cache_input(PAGE)
 
 text, chat = document_input()
 done = run_controls(
     PAGE,
     "Run",
-    lambda model: [
-        RunTask(
-            model.name,
-            text,
-            RunConfig(
-                policy=policy,
-                policy_options=options,
-                chat=chat,
-                **budget,
-                **decoding,
-                **units,
-                record="all" if record_all else "policy",
-                record_reads=record_reads,
-            ),
-        )
-    ],
+    lambda model: with_full_cache(
+        [
+            RunTask(
+                model.name,
+                text,
+                RunConfig(
+                    policy=policy,
+                    policy_options=options,
+                    chat=chat,
+                    **budget,
+                    **decoding,
+                    **units,
+                    record="all" if record_all else "policy",
+                    record_reads=record_reads,
+                ),
+            )
+        ],
+        beside_full,
+    ),
     live_view=live_view("run"),
 )
 if done is not None and done.results[0] is not None:
     trace = done.results[0]
-    retention_view(trace, key="run", needle=st.session_state.get(NEEDLE_KEY))
+    full = runs_and_full_cache(done)[1]
+    missed = missed_positions(trace, full)
+    retention_view(trace, key="run", needle=st.session_state.get(NEEDLE_KEY), missed=[m.position for m in missed])
+    if full is not None:
+        full_cache_view(trace, full, missed)
     answer_view(trace, key="run")
     if trace.cycles:
         explain_section(trace, key="run", refresh=min(st.session_state.get("run.cycle", 0), len(trace.cycles) - 1))

@@ -12,7 +12,10 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from ccviz.explain import missed_reads
+from ccviz.figures.tokens import MISSED
 from ccviz.ui.jobs import Job
+from ccviz.worker.tasks import FullCacheTask
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = (
@@ -415,3 +418,43 @@ def test_every_registered_policy_gets_its_option_widgets(app):
         for spec in option_specs(name):
             widgets = app.get(WIDGET_OF_KIND[spec.kind])
             assert any(w.key == f"run.policy.{name}.{spec.name}" for w in widgets), (name, spec.name)
+
+
+def test_run_page_shows_the_full_caches_answer_and_what_it_read_that_the_run_evicted(app):
+    configure_run(app, "tova", 6)
+    app.checkbox(key="run.full_cache").check().run()
+    settle(app.button(key="btn.run").click().run())
+    assert not app.exception and not app.error
+    done = app.session_state["done.run"]
+    trace, full = done.results
+    assert isinstance(done.tasks[1], FullCacheTask) and not full.cycles
+    assert any(m.value == "**The full cache** (nothing evicted)" for m in app.markdown)
+    missed = missed_reads(trace, full)
+    assert missed  # on this document at J = 16 the run evicts tokens the full answer read
+    table = next(d.value for d in app.dataframe if "rank in the full answer's reads" in d.value)
+    assert table["t"].tolist() == [m.position for m in missed]
+    assert table["evicted at refresh"].tolist() == [m.refresh for m in missed]
+    context = app.html[0].proto.body  # the last refresh's token view: the missed ones dashed
+    assert context.count(MISSED) == sum(m.position < trace.cycles[-1].step for m in missed) + 1  # + the legend
+    # Another budget on the same document reuses the full cache's run from the result store.
+    app.number_input(key="run.J").set_value(20).run()
+    settle(app.button(key="btn.run").click().run())
+    again = app.session_state["done.run"]
+    assert again.results[0] is not trace and again.results[1] is full
+
+
+def test_compare_page_lists_per_policy_what_the_full_answer_read_that_it_evicted(app):
+    app.switch_page("pages/compare.py").run()
+    app.text_area(key="doc.text").set_value(DOC)
+    app.number_input(key="cmp.J").set_value(16)
+    app.number_input(key="cmp.h").set_value(4)
+    app.number_input(key="cmp.max_new").set_value(5)
+    app.checkbox(key="cmp.full_cache").check().run()
+    settle(app.button(key="btn.compare").click().run())
+    assert not app.exception and not app.error
+    done = app.session_state["done.compare"]
+    assert len(done.tasks) == 3 and isinstance(done.tasks[2], FullCacheTask)
+    assert list(app.dataframe[0].value["run"]) == ["A · sliding", "B · counter_causal_fast"]  # the runs only
+    tables = [d.value for d in app.dataframe if "rank in the full answer's reads" in d.value]
+    expected = [missed_reads(trace, done.results[2]) for trace in done.results[:2]]
+    assert [t["t"].tolist() for t in tables] == [[m.position for m in e] for e in expected if e]

@@ -30,6 +30,7 @@ JUST_EVICTED = "background:#ffd6d6;color:#a61e1e;text-decoration:line-through"
 KEPT = "background:#d9f2df"
 LEGEND = "font-size:0.8rem;color:#555;margin-bottom:0.3rem"
 MARKED = "outline:2px solid #7048e8;outline-offset:-1px;border-radius:2px"  # a phrase being followed (a needle)
+MISSED = "outline:2px dashed #e8590c;outline-offset:-1px;border-radius:2px"  # evicted, read by the full cache
 
 
 def format_value(value: float) -> str:
@@ -115,9 +116,10 @@ def survival_html(trace: Trace) -> str:
     return render_spans([tok.text for tok in trace.tokens], styles, titles, legend)
 
 
-def cycle_context_html(trace: Trace, index: int, marked: Collection[int] = ()) -> str:
+def cycle_context_html(trace: Trace, index: int, marked: Collection[int] = (), missed: Collection[int] = ()) -> str:
     """The tokens processed up to refresh ``index``: kept, evicted by this refresh, evicted before;
-    the timesteps in ``marked`` (a needle's tokens) outlined, whatever their fate."""
+    the timesteps in ``marked`` (a needle's tokens) outlined, whatever their fate, and those in ``missed``
+    (evicted, but the full cache's answer read them) dashed."""
     cycle = trace.cycles[index]
     kept = set(cycle.kept)
     evicted_at = eviction_cycles(trace)
@@ -137,12 +139,17 @@ def cycle_context_html(trace: Trace, index: int, marked: Collection[int] = ()) -
         else:
             styles.append(EVICTED)
             titles.append(f"t={tok.t} · evicted earlier, at refresh {evicted_at[tok.t]}")
-    marked = set(marked)
-    styles = [f"{style};{MARKED}" if tok.t in marked else style for tok, style in zip(tokens, styles)]
+    marked, missed = set(marked), set(missed)
+    outlines = {**dict.fromkeys(missed, MISSED), **dict.fromkeys(marked, MARKED)}  # a needle's outline wins
+    styles = [f"{style};{outlines[tok.t]}" if tok.t in outlines else style for tok, style in zip(tokens, styles)]
+    shown = [t for t in missed if t < cycle.step]
     n_new = int((evicted_at == index).sum())
     legend = (
         f"Refresh {index} ({cycle.phase}, after {cycle.step} tokens): <span style='{KEPT}'>kept ({len(kept)})</span>, "
         f"<span style='{JUST_EVICTED}'>evicted now ({n_new})</span>, <span style='{EVICTED}'>evicted earlier</span>, "
-        f"<span style='{FROZEN}'>frozen</span>" + (f", <span style='{MARKED}'>the needle</span>." if marked else ".")
+        f"<span style='{FROZEN}'>frozen</span>"
+        + (f", <span style='{MARKED}'>the needle</span>" if marked else "")
+        + (f", <span style='{MISSED}'>read by the full cache's answer</span>" if shown else "")
+        + "."
     )
     return render_spans([tok.text for tok in tokens], styles, titles, legend)

@@ -139,10 +139,11 @@ def summary_metrics(trace: Trace) -> None:
     )
 
 
-def retention_view(trace: Trace, key: str, needle: str | None = None) -> None:
+def retention_view(trace: Trace, key: str, needle: str | None = None, missed: Sequence[int] = ()) -> None:
     """Figure 4 for one run: the heatmap, a refresh slider with the kept/evicted tokens, the output.
 
-    ``needle``: a sentence of the prompt to follow (the needle generator's), marked in the token view."""
+    ``needle``: a sentence of the prompt to follow (the needle generator's), marked in the token view;
+    ``missed``: timesteps the full cache's answer read that this run evicted, dashed there."""
     status_notes(trace)
     summary_metrics(trace)
     marked = needle_badge(trace, needle) if needle else []
@@ -177,7 +178,7 @@ def retention_view(trace: Trace, key: str, needle: str | None = None) -> None:
                 "retention" if layer is None else f"retention-layer{layer}" + ("" if head is None else f"-head{head}"),
             ),
         )
-        refresh_context(trace, key, marked)
+        refresh_context(trace, key, marked, missed)
     st.subheader("Generated text")
     output_block(trace.output_text)
     left, right = st.columns(2)
@@ -265,8 +266,9 @@ def refresh_slider(key: str) -> str:
     return f"{key}.cycle"
 
 
-def refresh_context(trace: Trace, key: str, marked: Sequence[int] = ()) -> None:
-    """A refresh slider and, for that refresh, every token so far marked kept or evicted (``marked`` outlined)."""
+def refresh_context(trace: Trace, key: str, marked: Sequence[int] = (), missed: Sequence[int] = ()) -> None:
+    """A refresh slider and, for that refresh, every token so far marked kept or evicted (``marked`` outlined,
+    ``missed`` dashed)."""
     last = len(trace.cycles) - 1
     slider = refresh_slider(key)
     st.session_state[slider] = min(st.session_state.get(slider, last), last)  # a new run may have fewer refreshes
@@ -276,7 +278,7 @@ def refresh_context(trace: Trace, key: str, marked: Sequence[int] = ()) -> None:
         f"Refresh {index}: {cycle.phase}, after {cycle.step} tokens; {len(cycle.candidates)} candidates scored in "
         f"{1000 * cycle.seconds:.1f} ms, {len(cycle.kept)} entries kept."
     )
-    st.html(cycle_context_html(trace, index, marked))
+    st.html(cycle_context_html(trace, index, marked, missed))
 
 
 def signal_views(trace: Trace, values: Mapping[str, Sequence[float]], key: str) -> None:
