@@ -53,10 +53,11 @@ def session_connected() -> Callable[[], bool]:
     return lambda: runtime.is_active_session(session_id)
 
 
-def start_job(page: str, tasks: list) -> Job:
+def start_job(page: str, tasks: list, sizes: list[int | None] | None = None) -> Job:
     """Start the page's job (cached tasks are filled at once) and remember it in the session.
 
-    The job stops by itself if the session's tab is closed (:attr:`Job.owner_connected`).
+    The job stops by itself if the session's tab is closed (:attr:`Job.owner_connected`); ``sizes`` (tokens
+    per task) give a queued run its estimated wait.
     """
     job = Job(
         tasks=tasks,
@@ -64,6 +65,7 @@ def start_job(page: str, tasks: list) -> Job:
         store=result_store(),
         owner_connected=session_connected(),
         abandon_after=abandon_seconds(),
+        sizes=sizes or [],
     ).start()
     st.session_state[f"job.{page}"] = job
     return job
@@ -172,10 +174,11 @@ def run_controls(
                 raise CcvizError(status.message)
             tasks = make_tasks(status.model)
             limit = max_tokens()
-            for task in tasks:
-                if isinstance(task, RunTask):
-                    check_run(worker, task, limit)
-            start_job(page, tasks)
+            sizes = [  # prompt + new tokens: what a queued run behind this one waits for
+                check_run(worker, task, limit) + task.config.max_new_tokens if isinstance(task, RunTask) else None
+                for task in tasks
+            ]
+            start_job(page, tasks, sizes)
         except CcvizError as err:
             st.error(str(err))
         else:
