@@ -10,7 +10,7 @@ import time
 import pytest
 from hold_task import Hold
 
-from ccviz import RunConfig, run_generation
+from ccviz import RunConfig, Trace, run_generation
 from ccviz.ui.eta import Ahead, RunSpeeds, estimate_wait, queue_line, wait_text
 from ccviz.ui.jobs import Job, ResultStore
 from ccviz.worker.tasks import RunTask
@@ -186,3 +186,15 @@ def test_the_wait_is_the_rest_of_the_running_run_plus_every_run_queued_before():
     for _ in range(30):  # only recent runs count
         speeds.record(10, 10.0)
     assert speeds.per_token() == pytest.approx(1.0)
+
+
+def test_a_live_picture_is_built_once_per_refresh_for_every_session_that_polls(tiny, monkeypatch):
+    from ccviz import generate
+    from ccviz.ui import views
+
+    built = []
+    monkeypatch.setattr(views, "retention_image_html", lambda trace: built.append(trace) or f"<img {len(built)}>")
+    trace = generate(tiny, STORY, policy="sliding", cache_size=16, chunk_size=4, max_new_tokens=6)
+    first, second = (Trace(config=trace.config, tokens=trace.tokens, cycles=trace.cycles[:n]) for n in (1, 2))
+    pictures = [views.live_picture(snapshot) for snapshot in (first, first, first, second, second)]
+    assert pictures == ["<img 1>"] * 3 + ["<img 2>"] * 2 and built == [first, second]  # polls without news are free
