@@ -8,8 +8,9 @@ page's defaults (``counter_causal_fast``, J = 128, h = 32) with the live view on
 
 1. Solo, in the same run: every distinct document alone in a fresh tab, click to result (the final heatmap drawn),
    with "Max new tokens" one below the classroom's so nothing comes from the result cache.
-2. Together: N fresh tabs, the shared sessions clicked first, then the others, as fast as playwright clicks; every
-   tab is watched at once (round robin every 0.1 s), so each session's click-to-result time is its own.
+2. Together: N fresh tabs, the shared sessions clicked first, then the others, each as soon as the server has
+   started the one before (a progress bar shows), so the queue follows the order clicked; every tab is then watched
+   at once (round robin every 0.1 s), so each session's click-to-result time is its own.
 
 Printed: each session's time against its solo time and against its bound (the solo times of the distinct runs
 clicked before it plus its own: the queue's best case); the CPU seconds of the server, the model worker and the
@@ -83,8 +84,11 @@ def fresh_tab(browser, url: str, text: str, max_new: int):
 
 
 def click_run(page) -> float:
+    """Click Run; return when, once the server has started the run (so runs queue in the order clicked)."""
     page.get_by_role("button", name="Run", exact=True).click()
-    return time.perf_counter()
+    at = time.perf_counter()
+    page.wait_for_selector("[data-testid='stProgress'], [data-testid='stMetric']", timeout=TIMEOUT_MS)
+    return at
 
 
 def read_result(page, seconds: float) -> Seen:
@@ -202,7 +206,7 @@ def main() -> None:
         pages = [fresh_tab(browser, url, text, args.max_new) for text in documents]
         before = cpu.snapshot()
         first = time.perf_counter()
-        clicked = [click_run(page) for page in pages]
+        clicked = [click_run(page) for page in pages]  # each waits for its run to be queued: clicks keep their order
         times = watch(pages, clicked, args.timeout)
         last = max((at + s for at, s in zip(clicked, times) if s is not None), default=first) - first
         together_cpu = Cpu.spent(before, cpu.snapshot())
