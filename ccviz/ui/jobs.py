@@ -5,7 +5,8 @@ model work never runs in the script: a :class:`Job` hands its tasks one after an
 worker process (:class:`ccviz.worker.ModelWorker`) from a thread of its own, which only waits on a
 pipe, and writes progress and results into itself as they arrive, while the page (which keeps the
 job in ``st.session_state``) only reads it. Finished results go into a process-wide, bounded
-:class:`ResultStore` keyed by the task's full configuration, so re-opening a run is instant.
+:class:`ResultStore` keyed by the task's full configuration, so re-opening a run is instant; a task
+already queued or running for another session is followed, not computed again (:mod:`.flights`).
 The tasks themselves (:mod:`ccviz.worker.tasks`) are plain picklable dataclasses: they cross to the
 worker and run there. No Streamlit import here: this is plain Python, tested without the app.
 """
@@ -26,6 +27,7 @@ from ..errors import CcvizError
 from ..trace import Trace
 from ..worker import ModelWorker, WorkerDied
 from ..worker.tasks import RunTask, Task
+from .flights import Flight, Flights, Follower
 from .limits import DEFAULT_ABANDON_SECONDS, DEFAULT_RESULT_CACHE, MAX_TOKENS_ENV
 
 log = logging.getLogger(__name__)
@@ -44,12 +46,14 @@ def check_run(worker: ModelWorker, task: RunTask, limit: int) -> int:
 
 
 class ResultStore:
-    """A thread-safe LRU of finished results, keyed by task; holds compact traces, never tensors."""
+    """A thread-safe LRU of finished results, keyed by task; holds compact traces, never tensors. ``flights``
+    holds the tasks still being computed, so every job of this store shares them (:mod:`.flights`)."""
 
     def __init__(self, max_entries: int = DEFAULT_RESULT_CACHE):
         self.max_entries = max_entries
         self._items: LRUCache[Task, Any] = LRUCache(maxsize=max_entries)  # a read or a write makes an entry the newest
         self._lock = threading.Lock()
+        self.flights = Flights(self)
 
     def get(self, task: Task) -> Any | None:
         with self._lock:
@@ -86,6 +90,11 @@ class Job:
     whose owner has been gone for ``abandon_after`` seconds stops like a cancelled one (``abandoned``
     is set), so a closed tab never keeps the model busy, or other sessions queued, for a run nobody
     will see. A shorter disconnection (a network blip the session recovers from) changes nothing.
+
+    A task another job of the same store is already computing is followed, not run again
+    (:class:`~ccviz.ui.flights.Flight`): a job that stops while others follow leaves with the
+    refreshes so far, and the run goes on for them. ``sizes[i]`` is task i's size in tokens (prompt +
+    max new tokens, None or absent if unknown), for the queue's estimated wait.
     """
 
     tasks: list[Any]
@@ -93,6 +102,7 @@ class Job:
     store: ResultStore
     owner_connected: Callable[[], bool] | None = None
     abandon_after: float = DEFAULT_ABANDON_SECONDS
+    sizes: list[int | None] = field(default_factory=list)
     results: list[Any] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     progress: Progress = field(default_factory=Progress)
@@ -102,6 +112,7 @@ class Job:
     _stop: threading.Event = field(default_factory=threading.Event, repr=False)
     _thread: threading.Thread | None = field(default=None, repr=False)
     _gone_since: float | None = field(default=None, repr=False)
+    _flight: Flight | None = field(default=None, repr=False)  # the flight of the task running
 
     def __post_init__(self) -> None:
         self.results = [None] * len(self.tasks)
@@ -140,25 +151,23 @@ class Job:
         which = f"run {p.task + 1} of {len(self.tasks)} · " if len(self.tasks) > 1 else ""
         if p.waiting == "the model":  # loading, or restarting after a crash: the worker says which
             return 0.0, f"{which}{task.label}: waiting: {self.worker.status().message}"
+        flight = self._flight
         if p.waiting:
-            return 0.0, f"{which}{task.label}: waiting for another session's run to finish…"
+            place = flight.queue_line() if flight is not None else "behind another run"
+            return 0.0, f"{which}{task.label}: queued: {place}…"
+        shared = f" · shared by {flight.sessions} sessions" if flight is not None and flight.sessions > 1 else ""
         if p.total:
             return min(
                 p.processed / p.total, 1.0
-            ), f"{which}{task.label}: {p.processed}/{p.total} tokens · {p.refreshes} refreshes"
-        return 0.0, f"{which}{task.label}: computing…"
+            ), f"{which}{task.label}: {p.processed}/{p.total} tokens · {p.refreshes} refreshes{shared}"
+        return 0.0, f"{which}{task.label}: computing…{shared}"
 
     def _report(self, refreshes: int, processed: int, total: int) -> None:
         self.progress = Progress(self.progress.task, "", refreshes, processed, total)
 
-    def _refreshed(self, trace: Trace) -> None:
-        """Publish a snapshot of the streamed trace: new lists, so a reader never sees one half-extended."""
-        self.live = Trace(
-            config=trace.config,
-            tokens=list(trace.tokens),
-            cycles=list(trace.cycles),
-            peak_cache_length=trace.peak_cache_length,
-        )
+    def _show(self, snapshot: Trace) -> None:
+        """The flight's latest snapshot of the streamed trace (never extended in place)."""
+        self.live = snapshot
 
     def _waiting(self, reason: str) -> None:
         self.progress = Progress(self.progress.task, reason)
@@ -180,23 +189,22 @@ class Job:
         return True
 
     def _work(self) -> None:
+        follower = Follower(self._should_stop, self._report, self._waiting, self._show)
         for i, task in enumerate(self.tasks):
             if self._should_stop():
                 self.cancelled = True
                 break
             self.progress = Progress(task=i)
             self.live = None
-            cached = self.store.get(task)
-            if cached is not None:
-                self.results[i] = cached
-                continue
             try:
-                with self.worker.turn(self._should_stop, self._waiting) as ours:
-                    if not ours:
-                        self.cancelled = True
-                        break
-                    self.progress = Progress(task=i)
-                    result = self.worker.execute(task, self._report, self._should_stop, self._refreshed)
+                joined = self.store.flights.join(
+                    task, self.worker, follower, self.sizes[i] if i < len(self.sizes) else None
+                )
+                if not isinstance(joined, Flight):  # finished meanwhile: stored
+                    self.results[i] = joined
+                    continue
+                self._flight = joined
+                result = joined.follow(follower)
             except GenerationFailed as err:
                 self.results[i] = err.trace
                 self.errors.append(f"{task.label}: failed part-way ({err}); the completed refreshes are kept")
@@ -212,8 +220,9 @@ class Job:
             except Exception as err:  # never let a thread die silently: the page shows the message
                 self.errors.append(f"{task.label}: unexpected {type(err).__name__}: {err}")
                 continue
+            finally:
+                self._flight = None
             self.results[i] = result
-            if isinstance(result, Trace) and result.status == "cancelled":
-                self.cancelled = True
+            if result is None or (isinstance(result, Trace) and result.status == "cancelled"):
+                self.cancelled = True  # stopped while queued (nothing computed), or part-way
                 break
-            self.store.put(task, result)

@@ -33,6 +33,9 @@ POLL_SECONDS = 1.0
 # Until a live view has its first rows the page polls faster: the first refresh of a run comes a few
 # hundred ms after the click, and a user waiting for the first picture should not wait a whole poll.
 FIRST_ROWS_POLL_SECONDS = 0.25
+# A queued run only updates its place and estimated wait: in a classroom most sessions wait, and each
+# poll is a fragment rerun on the server and a redraw in the browser. Its start reruns the page at once.
+QUEUED_POLL_SECONDS = 2.0
 
 
 @st.cache_resource
@@ -53,10 +56,11 @@ def session_connected() -> Callable[[], bool]:
     return lambda: runtime.is_active_session(session_id)
 
 
-def start_job(page: str, tasks: list) -> Job:
+def start_job(page: str, tasks: list, sizes: list[int | None] | None = None) -> Job:
     """Start the page's job (cached tasks are filled at once) and remember it in the session.
 
-    The job stops by itself if the session's tab is closed (:attr:`Job.owner_connected`).
+    The job stops by itself if the session's tab is closed (:attr:`Job.owner_connected`); ``sizes`` (tokens
+    per task) give a queued run its estimated wait.
     """
     job = Job(
         tasks=tasks,
@@ -64,6 +68,7 @@ def start_job(page: str, tasks: list) -> Job:
         store=result_store(),
         owner_connected=session_connected(),
         abandon_after=abandon_seconds(),
+        sizes=sizes or [],
     ).start()
     st.session_state[f"job.{page}"] = job
     return job
@@ -115,12 +120,18 @@ def follow(job: Job, page: str, live_view: LiveView | None = None) -> None:
     view draws must be cheap (the Run page's is a small picture, :func:`ccviz.ui.views.live_retention`).
     """
 
+    queued = bool(job.progress.waiting)
     awaiting_rows = live_view is not None and (job.live is None or not job.live.cycles)
+    every = QUEUED_POLL_SECONDS if queued else FIRST_ROWS_POLL_SECONDS if awaiting_rows else POLL_SECONDS
 
-    @st.fragment(run_every=FIRST_ROWS_POLL_SECONDS if awaiting_rows else POLL_SECONDS)
+    @st.fragment(run_every=every)
     def _progress() -> None:
-        if not job.running or (awaiting_rows and job.live is not None and job.live.cycles):
-            st.rerun()  # the end, or the first rows: the page again (which also sets the poll back to once a second)
+        if (
+            not job.running
+            or queued != bool(job.progress.waiting)
+            or (awaiting_rows and job.live is not None and job.live.cycles)
+        ):
+            st.rerun()  # the end, queued or started, the first rows: the page again, polling at the new pace
         fraction, text = job.progress_line()
         st.progress(fraction, text=text)
         if job.cancel_requested:
@@ -172,10 +183,11 @@ def run_controls(
                 raise CcvizError(status.message)
             tasks = make_tasks(status.model)
             limit = max_tokens()
-            for task in tasks:
-                if isinstance(task, RunTask):
-                    check_run(worker, task, limit)
-            start_job(page, tasks)
+            sizes = [  # prompt + new tokens: what a queued run behind this one waits for
+                check_run(worker, task, limit) + task.config.max_new_tokens if isinstance(task, RunTask) else None
+                for task in tasks
+            ]
+            start_job(page, tasks, sizes)
         except CcvizError as err:
             st.error(str(err))
         else:

@@ -198,12 +198,16 @@ class ModelWorker:
 
     # ----- runs ------------------------------------------------------------------------------
     @contextlib.contextmanager
-    def turn(self, should_stop: Callable[[], bool], on_wait: WaitCallback) -> Iterator[bool]:
+    def turn(
+        self, should_stop: Callable[[], bool], on_wait: WaitCallback, ticket: object | None = None
+    ) -> Iterator[bool]:
         """Wait, first come first served, for the model; yields True with it, or False if stopped first.
 
-        Raises :class:`CcvizError` if the model cannot be loaded at all.
+        ``ticket`` stands for the caller in :meth:`queued` (the app's shared runs pass themselves, so a
+        queued run can tell which runs are ahead of it). Raises :class:`CcvizError` if the model cannot be
+        loaded at all.
         """
-        ticket = object()
+        ticket = object() if ticket is None else ticket
         with self._turns:
             self._queue.append(ticket)
         try:
@@ -225,6 +229,11 @@ class ModelWorker:
             with self._turns:
                 self._queue.remove(ticket)
                 self._turns.notify_all()
+
+    def queued(self) -> list[object]:
+        """Every caller of :meth:`turn`, in order, by ticket: the first holds the model (or waits for it to load)."""
+        with self._turns:
+            return list(self._queue)
 
     def execute(
         self,
