@@ -1,11 +1,14 @@
 """What-if pins and drops: a pinned phrase is kept at every refresh within J, a dropped one is gone at its
 first refresh, under every keep rule; the trace records both and re-runs identically; the CLI takes them."""
 
+import base64
 import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
+from test_app import app, charts, configure_run, settle  # noqa: F401  (app is a fixture)
 
 from ccviz import CcvizError, RunConfig, Trace, generate
 from ccviz.cli import _parser, main
@@ -38,6 +41,13 @@ def check_pinned(trace: Trace, pinned: list[int], budget: int) -> None:
         for held in sets:
             assert {t for t in pinned if t < cycle.step} <= set(held), cycle.index
         assert sum(len([t for t in held if t >= frozen]) for held in sets) <= budget * len(sets), cycle.index
+
+
+def plotted(values) -> np.ndarray:
+    """A Plotly spec's array, written as a list or as typed binary data."""
+    if isinstance(values, dict):
+        return np.frombuffer(base64.b64decode(values["bdata"]), dtype=values["dtype"])
+    return np.asarray(values)
 
 
 def first_refreshes(trace: Trace, tokens: list[int]) -> dict[int, int]:
@@ -160,3 +170,35 @@ def test_cli_missing_phrase_is_one_line():
     )  # fmt: skip
     assert run.returncode == 2
     assert run.stderr.strip().splitlines() == ["ccviz: error: cannot pin 'penicillin': it is not in the document"]
+
+
+def test_run_page_what_if_runs_a_pinned_twin_and_shows_both(app):
+    configure_run(app, "counter_causal_fast", 4)
+    settle(app.button(key="btn.run").click().run())
+    base = app.session_state["done.run"]
+    app.button(key="btn.run.what_if").click().run()
+    assert [e.value for e in app.error] == ["type a phrase of the document, or pick a sentence, to pin or drop"]
+    app.text_input(key="run.what_if.phrase").set_value("Ada Brenn")
+    settle(app.button(key="btn.run.what_if").click().run())
+    assert not app.exception and not app.error
+    twin = app.session_state["done.run.what_if"]
+    assert twin.tasks[0].config == base.tasks[0].config.replace(pin=("Ada Brenn",))
+    before, after = base.results[0], twin.results[0]
+    pinned = covered(after, "Ada Brenn")
+    assert pinned and set(pinned) <= set(after.final_kept) and not set(pinned) <= set(before.final_kept)
+    specs = [json.loads(c.proto.spec) for c in charts(app)]
+    assert any(sum(d["type"] == "heatmap" for d in spec["data"]) == 2 for spec in specs)  # both runs' heatmaps
+    changes = next(s for s in specs if s["layout"].get("title", {}).get("text", "").startswith("Kept by one run"))
+    lines = [{axis: plotted(line[axis]) for axis in "xy"} for line in changes["data"]]
+    assert len(lines) == 2 and len(lines[0]["x"]) == min(len(before.cycles), len(after.cycles))
+    assert lines[1]["y"].max() > 0  # the what-if kept what this run had evicted
+    assert any("What changed in the cache" in s.value for s in app.subheader)
+    assert len(app.code) == 3  # the run's output, then both outputs side by side
+    # A sentence picked from the document drops it instead.
+    app.radio(key="run.what_if.verb").set_value("drop").run()
+    sentence = next(o for o in app.selectbox(key="run.what_if.pick").options if "Its keeper" in o)
+    app.selectbox(key="run.what_if.pick").set_value(sentence).run()
+    settle(app.button(key="btn.run.what_if").click().run())
+    assert app.session_state["done.run.what_if"].tasks[0].config.drop == (
+        "Its keeper, Ada Brenn, logged the weather every four hours.",
+    )
