@@ -13,7 +13,7 @@ from test_app import app, charts, configure_run, settle  # noqa: F401  (app is a
 from ccviz import CcvizError, RunConfig, Trace, generate
 from ccviz.cli import _parser, main
 from ccviz.engine import prepare
-from ccviz.explain import explain_without_replay, matching_tokens
+from ccviz.explain import explain_token, explain_without_replay, matching_tokens
 
 RECORD = (
     "The patient, Mr. Okafor, is allergic to amoxicillin. His record number is KX-4817. He was seen on Tuesday "
@@ -91,6 +91,16 @@ def test_explain_names_a_pinned_and_a_dropped_token(smol_runs):
     dropped = explain_without_replay(what_if, last, covered(what_if, DROP)[0])
     assert pinned is not None and pinned.kept and "pins" in pinned.reason
     assert dropped is not None and dropped.kept is False and "drops" in dropped.reason
+
+
+def test_explain_replays_a_pinned_run_exactly(smollm, smol_runs):
+    _, what_if = smol_runs
+    marked = set(covered(what_if, PIN)) | set(covered(what_if, DROP))
+    cycle = next(c for c in what_if.cycles if len(c.candidates) > SMALL["cache_size"])
+    token = next(t for t in cycle.candidates if t not in marked)
+    explanation = explain_token(smollm, what_if, cycle.index, token)
+    assert explanation.status == "candidate" and explanation.matches_trace
+    assert explanation.kept == (token in cycle.kept)
 
 
 def test_trace_config_round_trips_and_reruns_identically(smollm, smol_runs, tmp_path):
