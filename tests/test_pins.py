@@ -81,7 +81,7 @@ def test_dropped_phrase_is_gone_after_its_first_refresh(smol_runs):
     assert any(t in base.cycles[i].kept for t, i in firsts.items()), "without the drop some of it survives"
     for t, first in first_refreshes(what_if, dropped).items():
         assert all(t not in c.kept for c in what_if.cycles[first:])
-    assert what_if.output_text != "" and what_if.config["pin"] == (PIN,) and what_if.config["drop"] == (DROP,)
+    assert what_if.output_text != "" and what_if.config["pin"] == [PIN] and what_if.config["drop"] == [DROP]
 
 
 def test_explain_names_a_pinned_and_a_dropped_token(smol_runs):

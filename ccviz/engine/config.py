@@ -204,9 +204,11 @@ class RunConfig:
 
     # ----- serialisation: the trace's config, JSON files, the app's widgets ----------------------
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready values, ``policy_options`` as an object; ``policy_class`` only when set."""
+        """Plain JSON-ready values, ``policy_options`` as an object, ``pin`` and ``drop`` as lists;
+        ``policy_class`` only when set."""
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         data["policy_options"] = self.options
+        data["pin"], data["drop"] = list(self.pin), list(self.drop)  # as JSON gives them back
         if self.policy_class is None:
             del data["policy_class"]
         return data

@@ -150,7 +150,8 @@ def adaptive_keep(score: torch.Tensor, visible: torch.Tensor, cache_size: int, r
 
 class SurvivorSelector:
     """Who survives each refresh of one run, built from its (resolved) config: J, R, the granularity and
-    pool, the allocation, and the pinned and dropped tokens (``marks``, :mod:`.pins`).
+    pool, the allocation with its per-layer budgets (``budgets``: the scored places of each layer under
+    ``pyramid``, else None), and the pinned and dropped tokens (``marks``, :mod:`.pins`).
 
     Pins and drops are applied here, around every rule: the pinned candidates present, p of them, are set
     apart and kept (in every layer and KV head), the dropped ones set apart and evicted, and the rule
@@ -159,6 +160,11 @@ class SurvivorSelector:
     def __init__(self, config: RunConfig, tokenizer: Any, vocab_size: int, num_layers: int, marks: Marks = NO_MARKS):
         self.config, self.tokenizer, self.vocab_size, self.num_layers = config, tokenizer, vocab_size, num_layers
         self.marks = marks
+        self.budgets = (
+            pyramid_budgets(config.cache_size, config.recent, num_layers, config.pyramid_beta)
+            if config.allocation == "pyramid"
+            else None
+        )
 
     def split(self, pos: torch.Tensor | None, n: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Indices into the ``n`` candidates (positions ``pos``; None: no marks apply): the ones ranked as
@@ -241,7 +247,12 @@ class SurvivorSelector:
         rest, pinned = self.split(pos, score.shape[0])
         before, places = int(visible.sum()), config.cache_size - pinned.numel()
         if config.allocation == "pyramid":  # one head set per layer: what the layer holds
-            budgets = pyramid_budgets(places, config.recent, self.num_layers, config.pyramid_beta)
+            budgets = (
+                pyramid_budgets(places, config.recent, self.num_layers, config.pyramid_beta)
+                if pinned.numel()
+                else self.budgets
+            )
+            assert budgets is not None, "built under pyramid"
             kept = [
                 torch.sort(torch.cat([rest[k], pinned])).values
                 for k in pyramid_keep(score[rest], visible[:, 0, rest], budgets, config.recent)
