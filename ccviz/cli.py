@@ -97,6 +97,10 @@ def _parser() -> argparse.ArgumentParser:
         metavar="BETA",
         help="pyramid: the last layer keeps (J - recent) / BETA scored entries, the first the rest of twice that mean",
     )
+    run.add_argument("--pin", action="append", default=[], metavar="TEXT", help="never evict this phrase (repeatable)")
+    run.add_argument(
+        "--drop", action="append", default=[], metavar="TEXT", help="evict this phrase at once (repeatable)"
+    )
     run.add_argument("--out", type=Path, help="save the trace as JSON")
 
     explain = sub.add_parser(
@@ -239,6 +243,8 @@ def _cmd_run(args: argparse.Namespace) -> None:
         sentence_share=args.sentence_share,
         allocation=args.allocation,
         pyramid_beta=args.pyramid_beta,
+        pin=tuple(args.pin),
+        drop=tuple(args.drop),
     )
     lm = load_model(args.model, device=args.device, dtype=args.dtype)
     bar = _ProgressBar()

@@ -24,3 +24,11 @@ def phrase_spans(pieces: Sequence[str], phrase: str) -> Iterator[tuple[int, int]
     for match in re.finditer(f"(?=({re.escape(phrase)}))", "".join(pieces), flags=re.IGNORECASE):
         first, last = np.searchsorted(ends, [match.start(1), match.end(1) - 1], side="right")
         yield int(first), int(last)
+
+
+def phrase_mask(pieces: Sequence[str], phrase: str) -> np.ndarray:
+    """bool ``[len(pieces)]``: the pieces that overlap any occurrence of ``phrase`` (:func:`phrase_spans`)."""
+    mask = np.zeros(len(pieces), dtype=bool)
+    for first, last in phrase_spans(pieces, phrase):
+        mask[first : last + 1] = True
+    return mask

@@ -18,6 +18,7 @@ from ccviz.ui.links import as_bool, linked
 from ccviz.ui.needle_sample import NEEDLE_KEY
 from ccviz.ui.state import run_controls
 from ccviz.ui.views import live_view, retention_view
+from ccviz.ui.what_if import what_if_section
 from ccviz.worker.tasks import RunTask
 
 ensure_app_frame()  # a fresh server's first request for a deep link: rerun it through app.py
@@ -86,3 +87,4 @@ if done is not None and done.results[0] is not None:
     answer_view(trace, key="run")
     if trace.cycles:
         explain_section(trace, key="run", refresh=min(st.session_state.get("run.cycle", 0), len(trace.cycles) - 1))
+    what_if_section(done.tasks[0], trace)

@@ -57,6 +57,8 @@ BAD = {
     "sentence_share": [(1.5, "sentence share must be at most 1"), ("half", "sentence share must be a finite number")],
     "allocation": [("diagonal", "allocation must be one of uniform, pyramid, adaptive")],
     "pyramid_beta": [(0.5, "pyramid beta must be at least 1"), ("steep", "pyramid beta must be a finite number")],
+    "pin": [([""], "pin takes phrases of the prompt (non-empty strings)"), ((3,), "pin takes phrases")],
+    "drop": [(5, "drop takes phrases of the prompt"), (["a", " "], "drop takes phrases")],
     "policy_class": [
         ("Tova", "policy class must be written 'module:QualName'"),
         (3, "policy class must be written"),

@@ -41,9 +41,11 @@ class RunConfig:
 
     ``chunk_size=None`` means h = J/4 (the paper's), ``frozen="auto"`` the chat template up to the
     user-turn header (0 in raw text), ``recent=None`` and ``granularity=None`` the policy's own defaults,
-    ``prefill_step=None`` h tokens per prefill forward. ``policy_options`` may be given as a dict; it is
-    stored as sorted (name, value) pairs, so equal settings are equal (and hash equal) however they were
-    written.
+    ``prefill_step=None`` h tokens per prefill forward. ``pin`` and ``drop`` are phrases of the prompt
+    whose tokens are never evicted (taking places of J) or evicted at their first refresh
+    (:mod:`ccviz.engine.pins`); a list or a single string becomes a tuple. ``policy_options`` may be
+    given as a dict; it is stored as sorted (name, value) pairs, so equal settings are equal (and hash
+    equal) however they were written.
 
     ``policy_class`` ("module:QualName") names the class to build when it is not the one registered
     as ``policy`` (a built policy that was never registered; :meth:`of` sets it): a trace of such a run
@@ -81,6 +83,9 @@ class RunConfig:
     pyramid_beta: float = number(
         "pyramid beta", 1, default=20.0
     )  # pyramid: the last layer keeps (J - R) / beta scored entries
+    # what-if phrases of the prompt (ccviz.engine.pins): pinned ones are never evicted, within J; dropped ones are
+    pin: tuple[str, ...] = ()
+    drop: tuple[str, ...] = ()
     policy_class: str | None = None  # "module:QualName" of a policy class that is not the one registered as ``policy``
     check_policy: InitVar[bool] = True
 
@@ -91,9 +96,13 @@ class RunConfig:
         if reference is not None and not (isinstance(reference, str) and _is_reference(reference)):
             raise CcvizError(f"policy class must be written 'module:QualName', got {self.policy_class!r}")
         object.__setattr__(self, "policy_options", _options(self.policy_options))
+        object.__setattr__(self, "pin", _phrases(self.pin, "pin"))
+        object.__setattr__(self, "drop", _phrases(self.drop, "drop"))
         check_fields(self)
         if self.chunk_size is not None and self.chunk_size > self.cache_size:
             raise CcvizError(f"chunk size h ({self.chunk_size}) must not exceed the cache size J ({self.cache_size})")
+        if set(self.pin) & set(self.drop):
+            raise CcvizError(f"{sorted(set(self.pin) & set(self.drop))[0]!r} is both pinned and dropped")
         if self.recent is not None and self.recent > self.cache_size:
             raise CcvizError(f"recent ({self.recent}) must not exceed the cache size J ({self.cache_size})")
         if self.do_sample and not self.temperature > 0:
@@ -131,7 +140,7 @@ class RunConfig:
     def describe(self) -> str:
         """The run's policy in words, as every place names a run (the app's labels and headings, the CLI,
         the run tables): ``tova (window=8) by word (mean), pyramid``: the options, a unit other than
-        the token, an allocation other than uniform."""
+        the token, an allocation other than uniform, the pinned and dropped phrases."""
         options = ", ".join(f"{key}={value}" for key, value in self.policy_options)
         text = f"{self.policy} ({options})" if options else self.policy
         if self.granularity not in (None, "token"):
@@ -140,7 +149,10 @@ class RunConfig:
             text += f" with {self.left_context} words of left context"
         if self.sentence_share:
             text += f", {self.sentence_share:.0%} to whole sentences first"
-        return text + (f", {self.allocation}" if self.allocation != "uniform" else "")
+        text += f", {self.allocation}" if self.allocation != "uniform" else ""
+        for verb, phrases in (("pinning", self.pin), ("dropping", self.drop)):
+            text += f", {verb} {', '.join(map(repr, phrases))}" if phrases else ""
+        return text
 
     def describe_budget(self) -> str:
         """The budget in words, next to :meth:`describe`: ``J=64 · h=16 · frozen=3 · recent=0`` (and
@@ -200,9 +212,11 @@ class RunConfig:
 
     # ----- serialisation: the trace's config, JSON files, the app's widgets ----------------------
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready values, ``policy_options`` as an object; ``policy_class`` only when set."""
+        """Plain JSON-ready values, ``policy_options`` as an object, ``pin`` and ``drop`` as lists;
+        ``policy_class`` only when set."""
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         data["policy_options"] = self.options
+        data["pin"], data["drop"] = list(self.pin), list(self.drop)  # as JSON gives them back
         if self.policy_class is None:
             del data["policy_class"]
         return data
@@ -251,6 +265,14 @@ def _import_policy(reference: str, name: str) -> type[Policy]:
     if not (isinstance(found, type) and issubclass(found, Policy)) or getattr(found, "name", None) != name:
         raise CcvizError(f"{reference!r} is not the Policy subclass named {name!r}")
     return found
+
+
+def _phrases(raw: Any, name: str) -> tuple[str, ...]:
+    """Pinned or dropped phrases as a tuple (hashable, as the frozen config must be), each a non-blank string."""
+    phrases = (raw,) if isinstance(raw, str) else tuple(raw) if isinstance(raw, (list, tuple)) else None
+    if phrases is None or not all(isinstance(p, str) and p.strip() for p in phrases):
+        raise CcvizError(f"{name} takes phrases of the prompt (non-empty strings), got {raw!r}")
+    return phrases
 
 
 def _options(raw: Any) -> Options:

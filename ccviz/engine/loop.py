@@ -20,6 +20,7 @@ from ..prompts import encode_prompt
 from ..trace import Trace
 from .callbacks import GenerationFailed, ProgressCallback, RefreshCallback, StopCheck
 from .config import RunConfig, settings_names
+from .pins import find_marks
 from .sampling import Sampler, eos_ids
 from .session import CacheSession
 
@@ -47,6 +48,7 @@ def prepare(lm: LoadedModel, prompt: str, config: RunConfig, policy: Policy | No
             f"the prompt has {n} tokens; with {config.max_new_tokens} new tokens that exceeds the model's "
             f"{limit} positions: shorten the prompt or lower max new tokens"
         )
+    find_marks(lm.tokenizer, encoded.ids, resolved)  # a phrase to pin or drop that is not there fails now
     return PreparedRun(encoded.ids, resolved)
 
 
@@ -74,7 +76,7 @@ def run_generation(
         prepared.config,
         policy=policy,
         on_refresh=on_refresh,
-        prompt_length=len(prepared.prompt_ids),
+        prompt_ids=prepared.prompt_ids,
         observers=observers,
     )
     prompt_ids = prepared.prompt_ids
@@ -154,13 +156,15 @@ def generate(
     keep the config's options. ``cache_size`` is J, ``chunk_size`` h (default J/4), ``frozen`` the
     never-evicted prefix ("auto": the chat template up to the user-turn header), ``recent`` the
     trailing entries always kept (default: the policy's). Greedy unless ``do_sample``.
-    ``record="all"`` also records the cheap companion signals at every refresh; ``granularity`` and
-    ``pool`` make words or sentences the unit kept (:mod:`ccviz.engine.units`); ``allocation`` splits the budget
-    over layers and KV heads (:mod:`ccviz.engine.allocation`). ``should_stop`` is polled between forward
-    passes; a stopped run returns its partial trace with status "cancelled". ``on_refresh`` streams each
-    refresh as it happens (see :data:`RefreshCallback`). ``observers`` (not a setting: nothing of them is
-    recorded) are built policies that watch every forward pass beside the run's own and never evict,
-    e.g. the benchmarks' reading probe (:mod:`ccviz.bench.reading`); the trace is the same without them.
+    ``record="all"`` also records the cheap companion signals at every refresh; ``granularity`` and ``pool``
+    make words or sentences the unit kept (:mod:`ccviz.engine.units`); ``allocation`` splits the budget over
+    layers and KV heads (:mod:`ccviz.engine.allocation`); ``pin`` and ``drop`` name phrases of the prompt that
+    are never evicted (taking places of J) or evicted at once (:mod:`ccviz.engine.pins`). ``should_stop`` is
+    polled between forward passes; a stopped run returns its partial trace with status "cancelled".
+    ``on_refresh`` streams each refresh as it happens (see :data:`RefreshCallback`). ``observers`` (not a
+    setting: nothing of them is recorded) are built policies that watch every forward pass beside the run's own
+    and never evict, e.g. the benchmarks' reading probe (:mod:`ccviz.bench.reading`); the trace is the same
+    without them.
     """
     names = settings_names()
     unknown = sorted(set(settings) - set(names))

@@ -29,6 +29,7 @@ from ..policies.companions import companions
 from ..trace import Trace
 from .callbacks import RefreshCallback
 from .config import RunConfig
+from .pins import find_marks
 from .reads import AnswerReader
 from .recorder import TraceRecorder
 from .survivors import SurvivorSelector
@@ -44,6 +45,8 @@ class CacheSession:
     config still names it. ``on_refresh`` is called with the live trace after every refresh (see
     :data:`RefreshCallback`). ``prompt_length``: the prompt's length in tokens when known before it
     is fed, for the trace config's ``prompt_tokens`` (default: the prefill tokens fed so far).
+    ``prompt_ids``: the prompt's token ids, when known before they are fed (they say its length too); a
+    config that pins or drops phrases needs them, to find the phrases (:mod:`.pins`).
     ``observers``: more policies to serve beside the run's own: each watches every forward pass (its
     ``observe`` runs, its attention and residual rows are captured) but never evicts, and nothing of
     it is recorded; score one yourself while a refresh is pending (``feed(..., refresh=False)``), as
@@ -60,8 +63,11 @@ class CacheSession:
         on_refresh: RefreshCallback | None = None,
         prompt_length: int | None = None,
         observers: Sequence[Policy] = (),
+        prompt_ids: Sequence[int] | None = None,
     ):
         self.lm = lm
+        if prompt_ids is not None:
+            prompt_length = len(prompt_ids)
         self.policy: Policy = policy if policy is not None else config.build_policy()
         if policy is not None and policy.name != config.policy:
             raise CcvizError(f"the policy instance is {policy.name!r} but the config names {config.policy!r}")
@@ -88,7 +94,10 @@ class CacheSession:
         self.processed = 0  # tokens fed so far = the position of the next one
         self.refresh_pending = False  # a refresh fell due and waits for refresh() (feed(..., refresh=False))
         self.vocab_size = int(model.get_input_embeddings().num_embeddings)
-        self.selector = SurvivorSelector(self.config, lm.tokenizer, self.vocab_size, num_layers)
+        if (self.config.pin or self.config.drop) and prompt_ids is None:
+            raise CcvizError("a run that pins or drops phrases needs its prompt's token ids up front (prompt_ids)")
+        marks = find_marks(lm.tokenizer, prompt_ids or (), self.config)
+        self.selector = SurvivorSelector(self.config, lm.tokenizer, self.vocab_size, num_layers, marks)
         self.phase: Phase = "prefill"
         reader: AnswerReader | None = None
         if self.config.record_reads:  # from the pass that picks the first generated token: the prompt's last
@@ -254,7 +263,10 @@ class CacheSession:
         candidates' ``score`` (:meth:`SurvivorSelector.survivors`); ``cache_size`` / ``recent`` default
         to the run's, ``units`` to :meth:`units`."""
         units = self.units(score) if units is None else units
-        return self.selector.survivors(score, units, cache_size, recent, tok=self.cache.tok[self.cache.frozen :])
+        frozen = self.cache.frozen
+        return self.selector.survivors(
+            score, units, cache_size, recent, tok=self.cache.tok[frozen:], pos=self.cache.pos[frozen:]
+        )
 
     @torch.inference_mode()
     def refresh(self) -> None:

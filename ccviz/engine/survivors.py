@@ -3,7 +3,8 @@
 Every keep rule is here: the rank cut (the best J - R by score, the last R always among them, ties to
 the more recent entry), whole units at word or sentence granularity (units from :mod:`.units`),
 and under a per-layer allocation each layer's own cut (``pyramid``, budgets from :mod:`.allocation`)
-or each layer's best (head, entry) pairs (``adaptive``). :class:`SurvivorSelector` is built once per
+or each layer's best (head, entry) pairs (``adaptive``), and around them all the run's pinned and
+dropped tokens (:mod:`.pins`). :class:`SurvivorSelector` is built once per
 run from its config and applies the decision to the cache, frozen prefix included. Policies only
 score the candidates; everything here indexes the candidates (the entries after the frozen prefix).
 """
@@ -18,6 +19,7 @@ from ..cache import CacheState
 from ..choices import Pool
 from .allocation import pyramid_budgets
 from .config import RunConfig
+from .pins import NO_MARKS, Marks
 from .units import group_units, left_context_units, pool_scores, token_classes
 
 
@@ -148,16 +150,29 @@ def adaptive_keep(score: torch.Tensor, visible: torch.Tensor, cache_size: int, r
 
 class SurvivorSelector:
     """Who survives each refresh of one run, built from its (resolved) config: J, R, the granularity and
-    pool, and the allocation with its per-layer budgets (``budgets``: the scored places of each layer
-    under ``pyramid``, else None)."""
+    pool, the allocation with its per-layer budgets (``budgets``: the scored places of each layer under
+    ``pyramid``, else None), and the pinned and dropped tokens (``marks``, :mod:`.pins`).
 
-    def __init__(self, config: RunConfig, tokenizer: Any, vocab_size: int, num_layers: int):
-        self.config, self.tokenizer, self.vocab_size = config, tokenizer, vocab_size
+    Pins and drops are applied here, around every rule: the pinned candidates present, p of them, are set
+    apart and kept (in every layer and KV head), the dropped ones set apart and evicted, and the rule
+    runs on the rest with J - p places (under ``pyramid``, budgets from J - p), so at most J survive."""
+
+    def __init__(self, config: RunConfig, tokenizer: Any, vocab_size: int, num_layers: int, marks: Marks = NO_MARKS):
+        self.config, self.tokenizer, self.vocab_size, self.num_layers = config, tokenizer, vocab_size, num_layers
+        self.marks = marks
         self.budgets = (
             pyramid_budgets(config.cache_size, config.recent, num_layers, config.pyramid_beta)
             if config.allocation == "pyramid"
             else None
         )
+
+    def split(self, pos: torch.Tensor | None, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Indices into the ``n`` candidates (positions ``pos``; None: no marks apply): the ones ranked as
+        usual, and the pinned ones, kept apart. Dropped candidates are in neither: they never survive."""
+        if pos is None:
+            return torch.arange(n), torch.arange(0)
+        pinned, dropped = self.marks.at(pos)
+        return (~(pinned | dropped)).nonzero()[:, 0], pinned.nonzero()[:, 0]
 
     def units(self, tok: torch.Tensor, score: torch.Tensor | None = None) -> torch.Tensor | None:
         """The unit number of every candidate (``tok`` long ``[candidates]``): long ``[candidates]``, or
@@ -181,13 +196,25 @@ class SurvivorSelector:
         cache_size: int | None = None,
         recent: int | None = None,
         tok: torch.Tensor | None = None,
+        pos: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Indices (into the candidates, ascending) that one decision for every layer keeps given the
         candidates' ``score`` ``[candidates]``: the rank cut, or whole units when ``units`` are given
         (under ``sentence_share``, the best whole sentences first: their token ids ``tok`` are needed).
-        ``cache_size`` / ``recent`` default to the run's."""
+        ``cache_size`` / ``recent`` default to the run's. ``pos``: the candidates' positions, for the run's
+        pins and drops (:meth:`split`; None: none apply)."""
         cache_size = self.config.cache_size if cache_size is None else cache_size
         recent = self.config.recent if recent is None else recent
+        rest, pinned = self.split(pos, score.shape[0])
+        if units is not None:  # numbered 0, 1, ... again without the pinned and dropped tokens
+            units = torch.unique_consecutive(units[rest], return_inverse=True)[1]
+        kept = self._ranked(score[rest], units, cache_size - pinned.numel(), recent, None if tok is None else tok[rest])
+        return torch.sort(torch.cat([rest[kept], pinned])).values
+
+    def _ranked(
+        self, score: torch.Tensor, units: torch.Tensor | None, cache_size: int, recent: int, tok: torch.Tensor | None
+    ) -> torch.Tensor:
+        """:meth:`survivors` among candidates that are neither pinned nor dropped."""
         if units is None:
             return select_survivors(score, cache_size, recent)
         share, pool = self.config.sentence_share, self.config.pool
@@ -211,19 +238,34 @@ class SurvivorSelector:
         (which candidates each layer's KV heads still see), None under ``uniform``: one gather for all.
         """
         frozen = torch.arange(cache.frozen)
+        pos, config = cache.pos[cache.frozen :], self.config
         if visible is None:
-            if score.shape[0] > self.config.cache_size:
-                survivors = self.survivors(score, units, tok=cache.tok[cache.frozen :])
+            if score.shape[0] > config.cache_size or bool(self.marks.at(pos)[1].any()):
+                survivors = self.survivors(score, units, tok=cache.tok[cache.frozen :], pos=pos)
                 cache.keep(torch.cat([frozen, cache.frozen + survivors]))
             return
-        if self.config.allocation == "pyramid":  # one head set per layer: what the layer holds
-            held = visible[:, 0]
-            kept = pyramid_keep(score, held, self.budgets, self.config.recent)
-            if sum(k.numel() for k in kept) < int(held.sum()):
+        rest, pinned = self.split(pos, score.shape[0])
+        before, places = int(visible.sum()), config.cache_size - pinned.numel()
+        if config.allocation == "pyramid":  # one head set per layer: what the layer holds
+            budgets = (
+                pyramid_budgets(places, config.recent, self.num_layers, config.pyramid_beta)
+                if pinned.numel()
+                else self.budgets
+            )
+            assert budgets is not None, "built under pyramid"
+            kept = [
+                torch.sort(torch.cat([rest[k], pinned])).values
+                for k in pyramid_keep(score[rest], visible[:, 0, rest], budgets, config.recent)
+            ]
+            if sum(k.numel() for k in kept) < before:
                 cache.keep_per_layer([torch.cat([frozen, cache.frozen + k]) for k in kept])
             return
-        pairs = adaptive_keep(score, visible, self.config.cache_size, self.config.recent)
-        if sum(int(p.sum()) for p in pairs) == int(visible.sum()):
+        pairs = []  # per layer, bool [kv_heads, candidates]: the rule's choice among the rest, and every pin
+        for pair in adaptive_keep(score[rest], visible[:, :, rest], places, config.recent):
+            full = pair.new_zeros(pair.shape[0], len(pos))
+            full[:, rest], full[:, pinned] = pair, True
+            pairs.append(full)
+        if sum(int(p.sum()) for p in pairs) == before:
             return
         rows = [pair.any(dim=0).nonzero()[:, 0] for pair in pairs]
         heads = [

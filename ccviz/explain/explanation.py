@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..engine.pins import phrase_tokens
 from ..errors import CcvizError
 from ..phrases import phrase_spans
 from ..trace import Trace
@@ -73,6 +74,22 @@ def explain_without_replay(trace: Trace, refresh: int, position: int) -> Explana
         return Explanation(
             refresh, position, text, "unseen", f"Not processed yet at refresh {refresh} (after {cycle.step} tokens)."
         )
+    run, prompt = trace.run_config, [tok.text for tok in trace.tokens[: trace.prompt_length]]
+    for phrase, kept in [*((p, True) for p in run.pin), *((p, False) for p in run.drop)]:
+        if position < len(prompt) and phrase_tokens(prompt, phrase, frozen)[position]:  # the engine's own rule
+            return Explanation(
+                refresh,
+                position,
+                text,
+                "candidate" if position in cycle.candidates else "evicted",
+                f"Part of {phrase!r}, which this run "
+                + (
+                    "pins: never evicted (it takes one of the J places)."
+                    if kept
+                    else "drops: evicted at its first refresh."
+                ),
+                kept=kept and position in cycle.candidates,
+            )
     if position not in cycle.candidates:
         gone = next(c.index for c in trace.cycles[:refresh] if position in c.candidates and position not in c.kept)
         return Explanation(

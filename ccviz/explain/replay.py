@@ -179,7 +179,7 @@ def replay_explanation(
         )
     # The fast counter-causal scorer watches the replay: it stores H^(L-1), the rows the causal attention
     # each candidate receives is computed from.
-    session = CacheSession(lm, config, prompt_length=prompt_length, observers=[CounterCausalFast()])
+    session = CacheSession(lm, config, prompt_ids=ids[:prompt_length], observers=[CounterCausalFast()])
     session.feed(ids[:prompt_length], refresh=False)
     for token in ids[prompt_length:]:
         session.feed([token], phase="decode", refresh=False)

@@ -52,7 +52,7 @@ class RunTask:
         """Validate everything without running (the config, the prompt against the model's context, what
         the policy reads); return the prompt's token count. The app adds its own token limit."""
         prepared = prepare(lm, self.prompt, self.config)
-        CacheSession(lm, prepared.config, prompt_length=len(prepared.prompt_ids))  # cheap: no forward pass
+        CacheSession(lm, prepared.config, prompt_ids=prepared.prompt_ids)  # cheap: no forward pass
         return len(prepared.prompt_ids)
 
     def execute(

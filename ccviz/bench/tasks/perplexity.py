@@ -67,7 +67,7 @@ def measured_nll(
     )
     instance = policy if isinstance(policy, Policy) else None  # a built policy is what runs
     prepared = prepare(lm, text, config, instance)
-    session = CacheSession(lm, prepared.config, policy=instance, prompt_length=len(prepared.prompt_ids))
+    session = CacheSession(lm, prepared.config, policy=instance, prompt_ids=prepared.prompt_ids)
     ids = prepared.prompt_ids
     total, count = 0.0, 0
     while session.processed < len(ids) - 1:  # each pass ends where a refresh happens, or at the text's end
