@@ -158,6 +158,53 @@ def test_paste_run_and_compare(app_url, tmp_path):
             _no_exception(page)
 
 
+# Every token of the answer-read view, in order: its text and whether it is struck (evicted, unreadable).
+ANSWER_TOKENS = """() => [...document.querySelectorAll('span[title]')]
+  .filter(s => / · (read |evicted at refresh \\d+: unreadable|the generated token)/.test(s.title))
+  .map(s => [s.textContent, s.title.endsWith(': unreadable')])"""
+
+
+def test_explain_a_wrong_answer_then_pin_the_evicted_allergy(app_url):
+    """The issue's walk-through on the clinical record at the defaults (counter_causal_fast, J = 128): the
+    answer misses the allergy; what the first answer token read shows the allergy struck (evicted); pinning
+    it runs a twin that keeps every one of its tokens."""
+    from playwright.sync_api import sync_playwright
+
+    document = (ROOT / "assets" / "samples" / "clinical_record.md").read_text(encoding="utf-8")
+    with sync_playwright() as p, chromium(p) as browser:
+        page = browser.new_page(viewport={"width": 1500, "height": 2400})
+        with photographed_on_failure({"what-if-failure.png": page}):
+            page.goto(app_url)
+            page.wait_for_selector("[data-testid='stApp']")
+            idle(page)
+            model_ready(page)
+            paste_document(page, document)
+            set_number(page, "Max new tokens", 8)  # the prefill decides the evictions; a short answer is enough
+            page.get_by_text("Record what the answer read").click()
+            idle(page)
+            page.get_by_role("button", name="Run", exact=True).click()
+            page.wait_for_selector("h3:has-text('What the answer read')", timeout=RUN_TIMEOUT_MS)
+            idle(page)
+            _no_exception(page)
+            tokens = page.evaluate(ANSWER_TOKENS)
+            text = "".join(piece for piece, _ in tokens)
+            start = text.index("amoxicillin")
+            struck = []
+            for piece, gone in tokens:  # per character, whether its token is struck
+                struck += [gone] * len(piece)
+            assert any(struck[start : start + len("amoxicillin")]), "the allergy should be evicted at J = 128"
+            page.get_by_role("textbox", name="Or type a phrase").fill("amoxicillin")
+            page.get_by_role("textbox", name="Or type a phrase").press("Enter")
+            idle(page)
+            page.get_by_role("button", name="Run again, pinning the phrase").click()
+            page.wait_for_selector("h3:has-text('What changed in the cache')", timeout=RUN_TIMEOUT_MS)
+            idle(page)
+            _no_exception(page)
+            body = page.locator("[data-testid='stMain']").inner_text()
+            assert "3 of 3 tokens in the cache at the end" in body, body[-2000:]  # the pinned twin keeps it all
+            page.screenshot(path=str(ARTIFACTS / "what_if_pinned.png"), full_page=True)
+
+
 LIVE_DOCUMENT_TOKENS = 1000
 
 
