@@ -420,9 +420,11 @@ def test_a_variant_replaces_its_default_only_by_answering_more_pooled_and_fewer_
     assert decided.loc[good, "p"] == pytest.approx(2 / 2**9) and decided.loc[good, "replaces_default"]
     assert decided.loc[bad, "fewer_at"] == [0.75] and not decided.loc[bad, "replaces_default"]
     partial = default_decision(rows[~((rows.policy == good) & (rows.budget == 0.5))]).set_index("policy")
-    assert partial.loc[good, "missing"] == [0.5] and not partial.loc[good, "replaces_default"]  # all budgets first
+    assert partial.loc[good, "missing"] == 8 and not partial.loc[good, "replaces_default"]  # every cell first
+    fewer_cases = default_decision(rows[~((rows.policy == good) & (rows.case == 7))]).set_index("policy")
+    assert fewer_cases.loc[good, "missing"] == 4 and not fewer_cases.loc[good, "replaces_default"]
     text = retention_pairing(rows)
-    assert f"| {good} | {base} | 4 | +9 / -0 (p 0.0039) | replaces the default |" in text
+    assert f"| {good} | {base} | 4 | +9 / -0 (p 0.0039) | meets the rule |" in text
     assert f"| {bad} | {base} | 4 | +16 / -6 (p 0.052) | answers fewer at J=75% |" in text
 
 

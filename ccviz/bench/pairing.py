@@ -97,18 +97,19 @@ DECISION = ["policy", "default", "budgets", "missing", "cases", "wins", "losses"
 def default_decision(rows: pd.DataFrame, measure: str = "answered", alpha: float = 0.05) -> pd.DataFrame:
     """The project's rule for changing a default, applied to every variant measured next to its default:
     it replaces the default when, over case x budget pooled, it is higher significantly more often than
-    lower (exact sign test, p < ``alpha``), at no single budget significantly lower, and measured at every
-    budget its default was (``missing`` lists the others: until they are measured, nothing changes).
-    ``fewer_at`` names the budgets where it was significantly lower; ``budgets`` how many were pooled.
-    Perplexity and survival are reported beside it, never part of it."""
+    lower (exact sign test, p < ``alpha``), at no single budget significantly lower, and measured on every
+    case and budget its default was (``missing``: how many of those it lacks; until they are measured the
+    rule cannot decide). ``fewer_at`` names the budgets where it was significantly lower; ``budgets`` how
+    many were pooled. Perplexity and survival are reported beside it, never part of it."""
     pooled = paired_with_defaults(rows, measure=measure, case=("case", "budget"), by=())
     per_budget = paired_with_defaults(rows, measure=measure)
+    measured = rows.assign(**{measure: pd.to_numeric(rows[measure], errors="coerce")}).dropna(subset=[measure])
+    cells = {label: set(zip(group.case, group.budget)) for label, group in measured.groupby("policy")}
     out = []
     for row in pooled[(pooled.policy != pooled.default) & (pooled.cases > 0)].itertuples(index=False):
         mine = per_budget[(per_budget.policy == row.policy) & (per_budget.cases > 0)]
         fewer = mine[(mine.losses > mine.wins) & (mine.p < alpha)].budget.tolist()
-        measured = per_budget[per_budget.policy == row.default].budget
-        missing = sorted(set(measured) - set(mine.budget))
+        missing = len(cells[row.default] - cells[row.policy])
         better = row.wins > row.losses and row.p < alpha
         out.append(
             {

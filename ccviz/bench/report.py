@@ -123,14 +123,16 @@ def _defaults_by_answers(rows: pd.DataFrame) -> str:
 
     def verdict(row: Any) -> str:
         if row.replaces_default:
-            return "replaces the default"
-        if row.missing:
-            return "not yet measured at " + ", ".join(f"J={b:.0%}" for b in row.missing)
+            return "meets the rule"
         if row.fewer_at:
             return "answers fewer at " + ", ".join(f"J={b:.0%}" for b in row.fewer_at)
         if row.p < 0.05 and row.losses > row.wins:
             return "answers fewer"
-        return "not significantly more"
+        better = row.p < 0.05 and row.wins > row.losses
+        verdict = "significantly more so far" if better else "not significantly more"
+        return verdict + (
+            f" ({row.missing} of its default's case x budget cells still to measure)" if row.missing else ""
+        )
 
     frame = pd.DataFrame(
         {
@@ -142,9 +144,9 @@ def _defaults_by_answers(rows: pd.DataFrame) -> str:
         }
     )
     return (
-        "Defaults by answers: a variant replaces its policy's default when it answers significantly more over "
-        "case x budget pooled (sign test, p < 0.05), significantly fewer at no budget, and was measured at "
-        f"every budget its default was:\n\n{_markdown(frame)}"
+        "Defaults by answers: a variant meets the rule for replacing its policy's default when it answers "
+        "significantly more over case x budget pooled (sign test, p < 0.05), significantly fewer at no budget, "
+        f"and was measured on every case and budget its default was:\n\n{_markdown(frame)}"
     )
 
 
