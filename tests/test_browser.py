@@ -164,6 +164,7 @@ ANSWER_TOKENS = """() => [...document.querySelectorAll('span[title]')]
   .map(s => [s.textContent, s.title.endsWith(': unreadable')])"""
 
 
+@pytest.mark.slow  # 35 s of two SmolLM2 runs; the default run covers the view and pins through AppTest (test_app.py)
 def test_explain_a_wrong_answer_then_pin_the_evicted_allergy(app_url):
     """The issue's walk-through on the clinical record at the defaults (counter_causal_fast, J = 128): the
     answer misses the allergy; what the first answer token read shows the allergy struck (evicted); pinning

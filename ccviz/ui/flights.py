@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..engine import ProgressCallback
 from ..trace import Trace
@@ -25,8 +25,13 @@ from ..worker import ModelWorker
 from ..worker.client import POLL_SECONDS, WaitCallback
 from .eta import Ahead, RunSpeeds, queue_line
 
-if TYPE_CHECKING:
-    from .jobs import ResultStore
+
+class Store(Protocol):
+    """Where finished results go (the app's :class:`~ccviz.ui.jobs.ResultStore`), keyed by task."""
+
+    def get(self, task: Any) -> Any | None: ...
+
+    def put(self, task: Any, result: Any) -> None: ...
 
 
 @dataclass(frozen=True, eq=False)
@@ -137,7 +142,7 @@ class Flight:
 class Flights:
     """The runs in flight of one result store, keyed by task, and the speed of the runs that finished."""
 
-    def __init__(self, store: ResultStore):
+    def __init__(self, store: Store):
         self.store = store
         self.speeds = RunSpeeds()
         self.lock = threading.Lock()
