@@ -14,7 +14,7 @@ from ccviz.ui.full_cache_view import (
     with_full_cache,
 )
 from ccviz.ui.inputs import allocation_input, budget_input, decoding_input, document_input, policy_input, unit_input
-from ccviz.ui.links import as_bool, linked
+from ccviz.ui.links import linked_checkbox
 from ccviz.ui.needle_sample import NEEDLE_KEY
 from ccviz.ui.state import run_controls
 from ccviz.ui.views import live_view, retention_view
@@ -40,11 +40,9 @@ with st.sidebar:
     st.header("Decoding")
     decoding = decoding_input("run")
     st.header("Trace")
-    record_all = st.checkbox(
+    record_all = linked_checkbox(
         "Record every signal",
-        value=linked("run.record_all", False, as_bool),
-        key="run.record_all",
-        persist_state="session",
+        "run.record_all",
         help="Also record, at every refresh, the cheap signals this policy does not use (attention received "
         "in the last chunk, last-layer attention, counter-causal surprise), to compare attention and surprise "
         "on the same cycle. Costs one extra surprise scoring per refresh.",

@@ -14,16 +14,14 @@ from ..explain import answer_summary
 from ..figures import visible_text
 from ..figures.answer import MEASURES, answer_reads_html
 from ..trace import Trace
-from .links import as_bool, linked
+from .links import linked_checkbox
 
 
 def record_reads_input(page: str) -> bool:
     """The checkbox that asks a run to record what the answer read (``RunConfig.record_reads``)."""
-    return st.checkbox(
+    return linked_checkbox(
         "Record what the answer read",
-        value=linked(f"{page}.record_reads", False, as_bool),
-        key=f"{page}.record_reads",
-        persist_state="session",
+        f"{page}.record_reads",
         help="Also record, for every generated token, the last layer's attention over the cache then: a view "
         "below the run shades the document by it, evicted tokens struck.",
     )

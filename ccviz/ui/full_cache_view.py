@@ -18,17 +18,15 @@ from ..figures import visible_text
 from ..trace import Trace
 from ..worker.tasks import FullCacheTask, RunTask
 from .jobs import Job
-from .links import as_bool, linked
+from .links import linked_checkbox
 from .views import output_block
 
 
 def full_cache_input(page: str) -> bool:
     """The checkbox that runs the full cache beside the page's runs."""
-    return st.checkbox(
+    return linked_checkbox(
         "Beside the full cache",
-        value=linked(f"{page}.full_cache", False, as_bool),
-        key=f"{page}.full_cache",
-        persist_state="session",
+        f"{page}.full_cache",
         help="Also run the same document with the same decoding under the full cache (once per document: every "
         "policy and budget reuses it), to see what the model answers when nothing is evicted and which tokens "
         "its answer read that this policy evicted.",

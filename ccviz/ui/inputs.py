@@ -18,7 +18,16 @@ from ..errors import CcvizError
 from ..fields import rule_of
 from ..policies import POLICIES
 from .limits import DEFAULT_MAX_TOKENS, MAX_TOKENS_ENV, max_tokens, max_upload_bytes
-from .links import as_bool, link_document, link_problems, linked, linked_document, linked_index, optional
+from .links import (
+    as_bool,
+    link_document,
+    link_problems,
+    linked,
+    linked_checkbox,
+    linked_document,
+    linked_index,
+    optional,
+)
 from .needle_sample import NEEDLE_KEY, needle_generator, needle_loaded
 from .options import option_specs
 from .samples import Sample, load_samples
@@ -112,7 +121,7 @@ def _in_bounds(value: float, low: float | None, high: float | None) -> float:
 def _option_input(spec, key: str) -> Any:
     label = spec.name.replace("_", " ")
     if spec.kind == "bool":
-        return st.checkbox(label, value=linked(key, spec.default, as_bool), key=key, persist_state=SESSION)
+        return linked_checkbox(label, key, spec.default)
     if spec.kind in ("int", "float"):  # Streamlit wants the value and its bounds of one type
         cast = int if spec.kind == "int" else float
         low, high = (None if bound is None else cast(bound) for bound in (spec.minimum, spec.maximum))

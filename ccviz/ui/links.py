@@ -68,6 +68,11 @@ def linked(key: str, default: Any, decode: Callable[[str], Any] = str, choices: 
     return value
 
 
+def linked_checkbox(label: str, key: str, default: bool = False, help: str | None = None) -> bool:
+    """A checkbox that starts from the link's value (``key`` joins the link) and keeps its state for the session."""
+    return st.checkbox(label, value=linked(key, default, as_bool), key=key, persist_state="session", help=help)
+
+
 def linked_index(key: str, options: Sequence[Any], default: Any) -> int:
     """A selectbox's ``index``: the link's choice when it is one of ``options``."""
     return list(options).index(linked(key, default, choices=options))
