@@ -9,7 +9,7 @@ from ccviz.ui.frame import ensure_app_frame
 from ccviz.ui.full_cache_view import (
     full_cache_input,
     full_cache_view,
-    missed_positions,
+    missed_beside_full,
     runs_and_full_cache,
     with_full_cache,
 )
@@ -78,7 +78,7 @@ done = run_controls(
 if done is not None and done.results[0] is not None:
     trace = done.results[0]
     full = runs_and_full_cache(done)[1]
-    missed = missed_positions(trace, full)
+    missed = missed_beside_full(trace, full)
     retention_view(trace, key="run", needle=st.session_state.get(NEEDLE_KEY), missed=[m.position for m in missed])
     if full is not None:
         full_cache_view(trace, full, missed)

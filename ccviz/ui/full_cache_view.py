@@ -45,7 +45,7 @@ def runs_and_full_cache(job: Job) -> tuple[list[tuple[RunTask, Trace]], Trace | 
     return runs, full
 
 
-def missed_positions(trace: Trace, full: Trace | None) -> list[MissedRead]:
+def missed_beside_full(trace: Trace, full: Trace | None) -> list[MissedRead]:
     """What the full cache's answer read that ``trace`` evicted ([] without a full-cache run)."""
     return [] if full is None else missed_reads(trace, full)
 
