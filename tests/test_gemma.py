@@ -11,7 +11,7 @@ import math
 import pytest
 import torch
 from test_engine import LONG_PROMPT, _generated_ids, _reference_ids
-from test_scoring import TEXT, _assert_close, _rms, _rope, _scores_with_perturbed_entries
+from test_scoring import TEXT, _assert_close, _rms, _rope, _scores_with_perturbed_entries, reference_surprise
 
 from ccviz import CcvizError, generate
 from ccviz.engine import CacheSession, RunConfig
@@ -107,13 +107,7 @@ def gemma_reference(model, kv, tok, pos, hidden, variant, min_gap, window=0):
         logits = _norm(model.model.norm, x) @ model.lm_head.weight.T
         return logits[torch.arange(n), tok], logits.logsumexp(-1)
 
-    true, normaliser = stream(True)
-    blind, _ = stream(False)
-    no_future = torch.arange(n) >= n - 1 - min_gap
-    result = {"logit": -true, "logprob": -(true - normaliser), "contrast": -(true - blind)}
-    for value in result.values():
-        value[no_future] = math.inf
-    return result
+    return reference_surprise(stream, n, min_gap)
 
 
 def _check_against_reference(lm, ids, pos, variants=("full", "fast", "fast_mlp"), gaps=(0, 2), window=0):
