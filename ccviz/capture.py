@@ -14,6 +14,7 @@ without a capture (or with one that asks for nothing) cost one dictionary lookup
 
 from __future__ import annotations
 
+import functools
 import inspect
 import threading
 from collections.abc import Iterable
@@ -131,9 +132,14 @@ def layer_rope(
     head_dim]`` each, in ``like``'s dtype. Gemma 3's local and global layers rotate with different bases,
     so its rotary embedding takes the layer's type; the other models' one rotation serves every layer."""
     rotary = model.model.rotary_emb
-    if "layer_type" in inspect.signature(rotary.forward).parameters:
+    if _rotates_per_layer_type(type(rotary)):
         return rotary(like, position_ids, decoder_layers(model)[layer].self_attn.layer_type)
     return rotary(like, position_ids)
+
+
+@functools.cache
+def _rotates_per_layer_type(rotary: type) -> bool:
+    return "layer_type" in inspect.signature(rotary.forward).parameters
 
 
 def attention_weights(

@@ -278,10 +278,14 @@ def _residual_stream(
     else:
         x = hidden[None].float()
     windows = layer_windows(model.config) or (None,) * len(layers)
+    ropes: dict[str | None, tuple[torch.Tensor, torch.Tensor]] = {}  # one per kind of layer (Gemma: local, global)
     for index in range(first, until):
         layer = layers[index]
         keys, values, *columns = kv[index]  # (K, V) or, for a layer holding only some entries, (K, V, columns)
-        rope = layer_rope(model, x, pos[None], index) if min_gap is not None else None
+        kind = getattr(layer.self_attn, "layer_type", None)
+        if min_gap is not None and kind not in ropes:
+            ropes[kind] = layer_rope(model, x, pos[None], index)
+        rope = ropes.get(kind)
         x = x + _counter_causal_attention(
             layer, x, keys, values, rope, min_gap, window, *columns, pos=pos, reach=windows[index]
         )
