@@ -237,6 +237,20 @@ def test_after_eviction_the_window_is_in_original_positions(tiny_gemma):
     assert not torch.allclose(frozen[1], base[1])
 
 
+@pytest.mark.parametrize("policy", ["kvzip", "expected_attention"])
+def test_query_agnostic_scores_of_a_local_layer_stay_inside_its_window(tiny_gemma, policy):
+    """kvzip's repeat and expected attention's next queries start after the last position p: a local layer
+    reads p - W + 1 on, so an older entry gets nothing there (sinks aside), and something in the global one."""
+    config = RunConfig(policy, cache_size=256, frozen=0, allocation="pyramid", chat=False)
+    session = CacheSession(tiny_gemma, config)
+    session.feed(tiny_gemma.tokenizer(LONG_PROMPT)["input_ids"][:40])
+    scores = session.policy.score_candidates(tiny_gemma.model, session.candidates())  # [n, layers, kv_heads]
+    pos = session.candidates().pos
+    old = (pos <= 40 - WINDOW) & (pos >= 4)  # expected attention's 4 sinks score the layer's largest + 1
+    assert scores.shape[:2] == (40, 3) and (scores[old, 0] == 0).all() and (scores[old, 1] > 0).all()
+    assert (scores[pos > 40 - WINDOW, 0] > 0).all()
+
+
 @pytest.mark.parametrize("policy", [*KINDS, "counter_causal"])
 def test_every_kind_of_policy_runs_on_a_hybrid_model(tiny_gemma, policy):
     trace = generate(tiny_gemma, LONG_PROMPT, policy=policy, cache_size=12, max_new_tokens=6)

@@ -123,10 +123,10 @@ def repeat_attention(model: torch.nn.Module, cache: CacheState, views: list[Laye
             queries = rotated(
                 prerope_queries(model, layer, capture.residuals[layer]), *rope(model, positions, view.keys, layer)
             )
-            key_pos = torch.cat([cache.pos[view.entries.cpu()], positions]).to(device)
-            near = within_window(
-                positions[:, None].to(device), key_pos[None], None if windows is None else windows[layer]
-            )
+            window, near = None if windows is None else windows[layer], None
+            if window is not None:  # a local layer: the keys within its window of each repeat query
+                key_pos = torch.cat([cache.pos[view.entries.cpu()], positions])
+                near = within_window(positions[:, None], key_pos[None], window).to(device)
             received.append(_received(queries, cached, view, scale, near))
         return received
     finally:
@@ -134,10 +134,12 @@ def repeat_attention(model: torch.nn.Module, cache: CacheState, views: list[Laye
             layer.keys, layer.values = keys, values  # type: ignore[attr-defined]
 
 
-def _received(queries: torch.Tensor, cached: Any, view: LayerRows, scale: float, near: torch.Tensor) -> torch.Tensor:
+def _received(
+    queries: torch.Tensor, cached: Any, view: LayerRows, scale: float, near: torch.Tensor | None = None
+) -> torch.Tensor:
     """``queries`` ``[heads, m, d]`` (rotated) against the layer's keys after the pass ``[kv_heads, rows + m, d]``:
     each cached row's largest weight, ``[kv_heads, rows]``; a block of queries at a time. ``near`` bool ``[m,
-    rows + m]``: which keys lie within the layer's window of each query (all of them in a global layer)."""
+    rows + m]``: which keys lie within a local layer's window of each query (None: a global layer's, all)."""
     keys = cached.keys[0].float()
     kv_heads, rows = view.seen.shape
     heads, m, d = queries.shape
@@ -147,10 +149,11 @@ def _received(queries: torch.Tensor, cached: Any, view: LayerRows, scale: float,
     for first in range(0, m, QUERY_BLOCK):
         block = grouped[:, :, first : first + QUERY_BLOCK]  # [kv_heads, groups, b, d]
         b = block.shape[2]
-        visible = (
-            torch.cat([view.seen[:, None].expand(-1, b, -1), causal[first : first + b].expand(kv_heads, -1, -1)], -1)
-            & near[first : first + b]
+        visible = torch.cat(
+            [view.seen[:, None].expand(-1, b, -1), causal[first : first + b].expand(kv_heads, -1, -1)], -1
         )
+        if near is not None:
+            visible = visible & near[first : first + b]
         logits = (block @ keys.transpose(1, 2)[:, None]) * scale  # [kv_heads, groups, b, rows + m]
         weights = torch.softmax(logits.masked_fill(~visible[:, None], float("-inf")), dim=-1)
         best = torch.maximum(best, weights[..., :rows].amax(dim=(1, 2)))
