@@ -57,14 +57,14 @@ def _smollm_gguf(scratch: Path) -> Path:
 
 def _gemma_gguf(scratch: Path) -> Path:
     """Gemma's GGUF, assembled into ``scratch`` from the chunk packages (checked against its sha256)."""
-    install = "pip install -e '.[gemma]' (or bash scripts/install.sh --gemma)"
+    install = "`pip install -e '.[gemma]'` or `bash scripts/install.sh --gemma`"
     if importlib.util.find_spec(GEMMA_PACKAGE) is None:
-        raise CcvizError(f"the Gemma model package is missing: run `{install}`")
+        raise CcvizError(f"the Gemma model package is missing: run {install}")
     package = importlib.import_module(GEMMA_PACKAGE)
     try:
         return Path(package.assemble(scratch / package.MODEL_NAME))
     except (ImportError, OSError, ValueError) as err:  # a missing chunk package or file, a bad checksum
-        raise CcvizError(f"cannot assemble the Gemma GGUF ({type(err).__name__}: {err}): rerun `{install}`") from None
+        raise CcvizError(f"cannot assemble the Gemma GGUF ({type(err).__name__}: {err}): rerun {install}") from None
 
 
 @dataclass(frozen=True)
