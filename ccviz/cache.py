@@ -11,12 +11,15 @@ on, alone.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from transformers import DynamicCache
 from transformers.cache_utils import CacheLayerMixin
+
+from .models import within_window
 
 
 @dataclass
@@ -136,6 +139,41 @@ class CacheState:
             _gather(cached, torch.searchsorted(held.rows[layer], kept))  # the kept rows of its K/V
         self.layers = LayerMembership([torch.searchsorted(union, kept) for kept in rows], heads)
         self._keep_entries(union)
+
+    def masks(
+        self, new_pos: torch.Tensor, query_heads: int, windows: Sequence[int | None] | None, device: torch.device
+    ) -> list[torch.Tensor] | None:
+        """Each layer's attention mask for a pass appending entries at the original positions ``new_pos``
+        ``[new]``: bool ``[1, 1 or query_heads, new, keys_l]``, True = visible (:meth:`LayerMembership.masks`
+        under a per-layer allocation), a local layer's (``windows[l]``, :func:`ccviz.models.layer_windows`)
+        cut to the keys less than its window before each query in original positions, as transformers
+        cuts them in positions it counts itself (which eviction would shift). None when every layer is
+        global and holds every entry: transformers' own causal mask serves."""
+        if windows is None and self.layers is None:
+            return None
+        new = new_pos.numel()
+        if self.layers is None:
+            causal = torch.ones(new, new, dtype=torch.bool, device=device).tril()
+            everything = torch.cat([torch.ones(new, len(self), dtype=torch.bool, device=device), causal], -1)
+            masks = [everything[None, None]] * len(windows or ())
+        else:
+            masks = self.layers.masks(new, query_heads, device)
+        if windows is None:
+            return masks
+        key_pos = torch.cat([self.pos, new_pos.to(self.pos.device)])
+        columns = None if self.layers is None else self.layers.columns(len(self), new)
+        windowed: dict[int, torch.Tensor] = {}  # layers holding every entry share one mask per window
+        for layer, window in enumerate(windows):
+            if window is None:
+                continue
+            if columns is None and window in windowed:
+                masks[layer] = windowed[window]
+                continue
+            keys = key_pos if columns is None else key_pos[columns[layer]]
+            masks[layer] = masks[layer] & within_window(new_pos[:, None].to(keys.device), keys[None], window).to(device)
+            if columns is None:
+                windowed[window] = masks[layer]
+        return masks
 
     def _keep_entries(self, indices: torch.Tensor) -> None:
         self.tok = self.tok[indices]

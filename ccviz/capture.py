@@ -14,6 +14,8 @@ without a capture (or with one that asks for nothing) cost one dictionary lookup
 
 from __future__ import annotations
 
+import functools
+import inspect
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -121,6 +123,23 @@ class Capture:
 
 def decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList:
     return model.model.layers
+
+
+def layer_rope(
+    model: torch.nn.Module, like: torch.Tensor, position_ids: torch.Tensor, layer: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The RoPE cos and sin decoder layer ``layer`` rotates with at ``position_ids`` ``[1, m]``: ``[1, m,
+    head_dim]`` each, in ``like``'s dtype. Gemma 3's local and global layers rotate with different bases,
+    so its rotary embedding takes the layer's type; the other models' one rotation serves every layer."""
+    rotary = model.model.rotary_emb
+    if _rotates_per_layer_type(type(rotary)):
+        return rotary(like, position_ids, decoder_layers(model)[layer].self_attn.layer_type)
+    return rotary(like, position_ids)
+
+
+@functools.cache
+def _rotates_per_layer_type(rotary: type) -> bool:
+    return "layer_type" in inspect.signature(rotary.forward).parameters
 
 
 def attention_weights(

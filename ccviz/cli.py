@@ -38,7 +38,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--recent", type=int, metavar="N", help="trailing entries always kept (default: policy's)")
     run.add_argument("--max-new-tokens", type=int, default=128, metavar="N")
     run.add_argument("--raw", action="store_true", help="no chat template: the prompt is used as it is")
-    run.add_argument("--model", help="local checkpoint folder (default: embedded SmolLM2-135M-Instruct)")
+    run.add_argument(
+        "--model",
+        help="local checkpoint folder, or gemma-3-270m (the extra gemma) (default: embedded SmolLM2-135M-Instruct)",
+    )
     run.add_argument("--device", default="cpu", choices=DEVICES)
     run.add_argument("--dtype", default="float32", choices=DTYPES)
     run.add_argument("--seed", type=int, help="seed for sampling")
@@ -121,7 +124,9 @@ def _parser() -> argparse.ArgumentParser:
         help="with --answer: the generated token, counted from 0 = the answer's first (the default), read by the "
         "pass that picked it (a trace saved by `run --record-reads`)",
     )
-    explain.add_argument("--model", help="the checkpoint folder the trace was made with (default: the embedded model)")
+    explain.add_argument(
+        "--model", help="the checkpoint folder or model name the trace was made with (default: the embedded model)"
+    )
     explain.add_argument("--device", default="cpu", choices=DEVICES)
     explain.add_argument("--dtype", default="float32", choices=DTYPES)
     explain.add_argument("--json", action="store_true", help="print the whole explanation as JSON")

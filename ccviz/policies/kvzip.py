@@ -8,6 +8,7 @@ from ..cache import CacheState, Candidates
 from ..capture import CAPTURE_KWARG, Capture, decoder_layers
 from ..errors import CcvizError
 from ..fields import whole
+from ..models import layer_windows, within_window
 from .base import Policy
 from .layerwise import LayerRows, attention_scale, layer_rows, on_candidates, prerope_queries, rope, rotated
 
@@ -102,8 +103,10 @@ def repeat_attention(model: torch.nn.Module, cache: CacheState, views: list[Laye
     start = int(cache.pos[-1]) + 1
     positions = torch.arange(start, start + m)
     query_heads = int(model.config.num_attention_heads)  # type: ignore[union-attr]
-    layout = {} if cache.layers is None else {"masks": cache.layers.masks(m, query_heads, device)}
-    capture = Capture(residual_layers=tuple(range(len(layers))), **layout)
+    windows = layer_windows(model.config)  # local layers: the repeat reads only its window of positions
+    capture = Capture(
+        residual_layers=tuple(range(len(layers))), masks=cache.masks(positions, query_heads, windows, device)
+    )
     saved = [(layer.keys, layer.values) for layer in cache.kv.layers]  # type: ignore[attr-defined]
     try:
         model(
@@ -114,20 +117,29 @@ def repeat_attention(model: torch.nn.Module, cache: CacheState, views: list[Laye
             logits_to_keep=1,
             **{CAPTURE_KWARG: capture},
         )
-        cos, sin = rope(model, positions, views[0].keys)
         scale = attention_scale(model)
-        return [
-            _received(rotated(prerope_queries(model, layer, capture.residuals[layer]), cos, sin), cached, view, scale)
-            for layer, (cached, view) in enumerate(zip(cache.kv.layers, views))
-        ]
+        received = []
+        for layer, (cached, view) in enumerate(zip(cache.kv.layers, views)):
+            queries = rotated(
+                prerope_queries(model, layer, capture.residuals[layer]), *rope(model, positions, view.keys, layer)
+            )
+            window, near = None if windows is None else windows[layer], None
+            if window is not None:  # a local layer: the keys within its window of each repeat query
+                key_pos = torch.cat([cache.pos[view.entries.cpu()], positions])
+                near = within_window(positions[:, None], key_pos[None], window).to(device)
+            received.append(_received(queries, cached, view, scale, near))
+        return received
     finally:
         for layer, (keys, values) in zip(cache.kv.layers, saved):
             layer.keys, layer.values = keys, values  # type: ignore[attr-defined]
 
 
-def _received(queries: torch.Tensor, cached: Any, view: LayerRows, scale: float) -> torch.Tensor:
+def _received(
+    queries: torch.Tensor, cached: Any, view: LayerRows, scale: float, near: torch.Tensor | None = None
+) -> torch.Tensor:
     """``queries`` ``[heads, m, d]`` (rotated) against the layer's keys after the pass ``[kv_heads, rows + m, d]``:
-    each cached row's largest weight, ``[kv_heads, rows]``; a block of queries at a time."""
+    each cached row's largest weight, ``[kv_heads, rows]``; a block of queries at a time. ``near`` bool ``[m,
+    rows + m]``: which keys lie within a local layer's window of each query (None: a global layer's, all)."""
     keys = cached.keys[0].float()
     kv_heads, rows = view.seen.shape
     heads, m, d = queries.shape
@@ -140,6 +152,8 @@ def _received(queries: torch.Tensor, cached: Any, view: LayerRows, scale: float)
         visible = torch.cat(
             [view.seen[:, None].expand(-1, b, -1), causal[first : first + b].expand(kv_heads, -1, -1)], -1
         )
+        if near is not None:
+            visible = visible & near[first : first + b]
         logits = (block @ keys.transpose(1, 2)[:, None]) * scale  # [kv_heads, groups, b, rows + m]
         weights = torch.softmax(logits.masked_fill(~visible[:, None], float("-inf")), dim=-1)
         best = torch.maximum(best, weights[..., :rows].amax(dim=(1, 2)))

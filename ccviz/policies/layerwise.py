@@ -17,7 +17,7 @@ import torch
 from transformers.models.llama.modeling_llama import rotate_half
 
 from ..cache import CacheState, Candidates
-from ..capture import decoder_layers
+from ..capture import decoder_layers, layer_rope
 
 
 @dataclass
@@ -69,14 +69,17 @@ def prerope_queries(model: torch.nn.Module, layer: int, hidden: torch.Tensor) ->
     its input norm), before RoPE: float32 ``[heads, rows, head_dim]``."""
     block = decoder_layers(model)[layer]
     attention = block.self_attn
-    queries = attention.q_proj(block.input_layernorm(hidden))
-    return queries.view(hidden.shape[0], -1, attention.head_dim).transpose(0, 1).float()
+    queries = attention.q_proj(block.input_layernorm(hidden)).view(hidden.shape[0], -1, attention.head_dim)
+    if hasattr(attention, "q_norm"):  # Qwen3, Gemma 3: each head's query is normed before RoPE
+        queries = attention.q_norm(queries)
+    return queries.transpose(0, 1).float()
 
 
-def rope(model: torch.nn.Module, positions: torch.Tensor, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The model's RoPE cos and sin at ``positions`` (long ``[m]``): float32 ``[m, head_dim]`` each."""
-    inner: torch.nn.Module = model.model  # type: ignore[assignment]
-    cos, sin = inner.rotary_emb(like.float(), positions[None].to(like.device))
+def rope(
+    model: torch.nn.Module, positions: torch.Tensor, like: torch.Tensor, layer: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Layer ``layer``'s RoPE cos and sin at ``positions`` (long ``[m]``): float32 ``[m, head_dim]`` each."""
+    cos, sin = layer_rope(model, like.float(), positions[None].to(like.device), layer)
     return cos[0].float(), sin[0].float()
 
 

@@ -27,6 +27,8 @@ from ..plugins import load_plugins
 from ..trace import Trace
 from .protocol import CONFIG, DONE, ERROR, FAILED, LOAD_FAILED, PROGRESS, READY, REFRESH, ModelInfo
 
+DEVICE_ENV = "CCVIZ_DEVICE"  # where the worker loads the model: cpu (default), cuda or auto
+
 
 def main(argv: Sequence[str] | None = None) -> None:
     """``python -m ccviz.worker --fds JOBS,CHECKS,STOP [--model M] [--plugins a,b]``."""
@@ -49,7 +51,7 @@ def serve(model: str | None, plugins: tuple[str, ...], jobs: Connection, checks:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl+C in the server's terminal is the server's to handle
     try:
         load_plugins(plugins)
-        lm = load_model(model)
+        lm = load_model(model, device=os.environ.get(DEVICE_ENV) or "cpu")
     except Exception as err:  # CcvizError, or anything torch raises on a broken checkpoint
         jobs.send((LOAD_FAILED, str(err) if isinstance(err, CcvizError) else f"{type(err).__name__}: {err}"))
         return
