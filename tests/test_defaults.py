@@ -118,3 +118,12 @@ def test_relabelling_gives_rows_measured_under_an_old_default_the_label_that_mea
     table.pin_policies([parse_spec(label) for label in relabelled])  # the check a run makes before adding rows
     summary = pd.read_csv(tmp_path / "retention_summary.csv")  # written again from the relabelled rows
     assert "counter_causal_fast:paper=True" in set(summary.policy)
+
+
+def test_a_trace_from_before_units_were_recorded_reruns_by_token():
+    from types import SimpleNamespace
+
+    recorded = {"policy": "counter_causal", "cache_size": 64, "policy_options": {"score": "logprob"}}
+    old = RunConfig.from_trace(SimpleNamespace(config=recorded))
+    assert (old.granularity, old.left_context) == ("token", 0)
+    assert RunConfig.from_dict(recorded).resolved().granularity == "word"  # a config of today's: the policy's own

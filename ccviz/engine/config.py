@@ -253,8 +253,13 @@ class RunConfig:
         """The resolved config a trace was produced with: running it on the same prompt reproduces the trace.
 
         Its policy is taken as recorded, not built: a trace of a policy this installation lacks still
-        describes itself, and running it names the missing policy in one line."""
-        return cls.from_dict(trace.config, check_policy=False)
+        describes itself, and running it names the missing policy in one line. A trace records its
+        config resolved, so one without a unit or a left context predates them: it kept single tokens
+        (not today's policy's own unit)."""
+        return cls.from_dict({**_BEFORE_UNITS, **trace.config}, check_policy=False)
+
+
+_BEFORE_UNITS = {"granularity": "token", "left_context": 0}  # what a trace from before they were recorded ran
 
 
 def settings_names() -> tuple[str, ...]:

@@ -141,21 +141,18 @@ def answer_forms_specs() -> list[PolicySpec]:
         PolicySpec(full, (("score", "logprob"), ("min_gap", 0), ("smooth", 0))),
         PolicySpec(fast, (("score", "logit"), ("min_gap", 0), ("smooth", 0))),
     ]
-    unsmoothed = (("smooth", 0),)  # every option written out, so a cell keeps its label whatever the default
     specs = [
-        PolicySpec(fast, (("score", score), *unsmoothed, *unit))
-        for score in ("logit", "contrast")
-        for unit in (word, sentence)
+        PolicySpec(fast, (("score", score), *unit)) for score in ("logit", "contrast") for unit in (word, sentence)
     ]
     specs += [PolicySpec(fast, (("score", "contrast"), *wide, *unit)) for unit in (word, clause, sentence)]
-    specs += [PolicySpec(fast, (("score", score), *unsmoothed, *clause)) for score in ("logit", "contrast")]
+    specs += [PolicySpec(fast, (("score", score), *clause)) for score in ("logit", "contrast")]
     specs += [
-        PolicySpec(fast, (("score", score), *unsmoothed, *word, ("left_context", k)))
+        PolicySpec(fast, (("score", score), *word, ("left_context", k)))
         for score in ("logit", "contrast")
         for k in LEFT_CONTEXTS
     ]
     specs += [
-        PolicySpec(fast, (("score", score), *unsmoothed, *word, ("sentence_share", SENTENCE_SHARE)))
+        PolicySpec(fast, (("score", score), *word, ("sentence_share", SENTENCE_SHARE)))
         for score in ("logit", "contrast")
     ]
     specs += [PolicySpec(full, (("score", "logprob"), *unit)) for unit in (sentence, (*word, ("left_context", 3)))]
@@ -165,8 +162,8 @@ def answer_forms_specs() -> list[PolicySpec]:
 def quick_beyond_specs(num_layers: int) -> list[PolicySpec]:
     """One spec per new axis, for ``--quick``."""
     return [
-        PolicySpec("counter_causal_fast", (*UNITS[3], ("recent_share", 0.25), ("window", 8))),
-        PolicySpec("counter_causal", (("from_layer", num_layers - 1),)),
+        spelled_out(PolicySpec("counter_causal_fast", (*UNITS[3], ("recent_share", 0.25), ("window", 8)))),
+        spelled_out(PolicySpec("counter_causal", (("from_layer", num_layers - 1),))),
     ]
 
 
