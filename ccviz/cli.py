@@ -69,9 +69,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--left-context",
         type=int,
-        default=0,
         metavar="K",
-        help="word units: each word takes along up to K words before it in its clause",
+        help="word units: each word takes along up to K words before it in its clause (default: the policy's)",
     )
     run.add_argument(
         "--sentence-share",

@@ -170,6 +170,7 @@ def test_run_page_records_every_signal_when_asked(app):
 def test_run_page_keeps_whole_words_when_asked(app):
     """The unit widgets reach the engine: the trace says so, every refresh records units, and the label too."""
     configure_run(app, "tova", 4)
+    app.run()  # the widgets of tova's own unit (the page opens on counter_causal_fast, by clause)
     assert app.button_group(key="run.pool").disabled  # pooling means nothing at token level
     assert app.number_input(key="run.left_context").disabled and app.slider(key="run.sentence_share").disabled
     app.button_group(key="run.granularity").set_value("word").run()

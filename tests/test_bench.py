@@ -160,17 +160,18 @@ def test_benchmarks_measure_every_policy_and_the_papers_form_of_counter_causal()
 
     labels = [spec.label for spec in registered_specs()]
     assert set(POLICIES) < set(labels) and len(labels) == len(set(labels))
-    paper = labels[labels.index("counter_causal") + 1]  # listed next to ours, so tables show them together
-    assert (
-        paper == "counter_causal:score=logit"
-        and parse_spec(paper).build().options() != POLICIES["counter_causal"]().options()
-    )
+    for name in ("counter_causal", "counter_causal_fast"):
+        paper = labels[labels.index(name) + 1]  # listed next to ours, so tables show them together
+        assert paper == f"{name}:paper=True"
+        form = parse_spec(paper).build()
+        assert (form.score, form.smooth, form.unit_defaults()) == ("logit", 0, ("token", 0))
+        assert parse_spec(paper).meaning() != parse_spec(name).meaning()
 
 
 def test_result_rows_are_read_in_the_benchmarks_policy_order(tmp_path):
     """Rows appended over several runs (a new default measured later) still make tables in one order."""
     path = tmp_path / "rows.csv"
-    policies = ["tova", "my:spec", "counter_causal", "sliding", "full", "counter_causal:score=logit", "tova"]
+    policies = ["tova", "my:spec", "counter_causal", "sliding", "full", "counter_causal:paper=True", "tova"]
     pd.DataFrame({"policy": policies, "value": range(len(policies))}).to_csv(path, index=False)
     frame = load_results(tmp_path)["rows"]
     assert frame.policy.tolist() == [
@@ -179,7 +180,7 @@ def test_result_rows_are_read_in_the_benchmarks_policy_order(tmp_path):
         "tova",
         "tova",
         "counter_causal",
-        "counter_causal:score=logit",
+        "counter_causal:paper=True",
         "my:spec",
     ]
     assert frame.value.tolist()[2:4] == [0, 6]  # stable: a policy's own rows keep their order
@@ -337,13 +338,12 @@ def test_sign_test_matches_the_binomial_tail():
 
 def test_variants_are_paired_with_their_own_default_on_the_same_cases_per_budget():
     from ccviz.bench.pairing import default_labels, paired_with_defaults
-    from ccviz.bench.tasks.ablation import ablation_specs
+    from ccviz.bench.tasks.ablation import answer_forms_specs
 
-    grid = [s.label for s in ablation_specs()]
-    defaults = default_labels(grid)
-    slow, fast = defaults[grid[0]], defaults[grid[-1]]  # the grid names every option: its defaults are spelt out
-    assert slow == "counter_causal:score=logprob,min_gap=0,smooth=0"
-    assert fast == "counter_causal_fast:score=logit,min_gap=0,smooth=0"
+    forms = [s.label for s in answer_forms_specs()]
+    slow = "counter_causal:score=logprob,granularity=word,pool=max,left_context=3"  # the defaults, spelt out
+    fast = "counter_causal_fast:score=contrast,smooth=9,granularity=clause,pool=max"
+    assert {label for label in default_labels(forms).values() if label.startswith("counter_causal")} == {slow, fast}
     assert default_labels(["counter_causal", "counter_causal:score=logit", "counter_causal_fast:score=logprob"]) == {
         "counter_causal": "counter_causal",
         "counter_causal:score=logit": "counter_causal",
@@ -353,7 +353,7 @@ def test_variants_are_paired_with_their_own_default_on_the_same_cases_per_budget
         ["counter_causal:score=logprob", "counter_causal"],
     ):
         assert set(default_labels(both).values()) == {"counter_causal"}  # two names for the default: the plain one
-    other = "counter_causal:score=logit,min_gap=0,smooth=0"
+    other = "counter_causal:paper=True"
     rows = pd.DataFrame(
         {
             "case": [0, 0, 0, 1, 1, 1, 2, 2, 3, 0, 0],

@@ -252,7 +252,7 @@ def test_explain_prints_the_verdict_the_reason_and_the_numbers(explained_trace):
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == f"t={evicted} {trace.tokens[evicted].text!r} at refresh {cycle.index}: evicted"
-    assert "Ranked" in lines[1] and "logprob" in result.stdout and "reads most of its future" in result.stdout
+    assert "ranked" in lines[1].lower() and "logprob" in result.stdout and "reads most of its future" in result.stdout
 
 
 def test_explain_finds_a_word_and_prints_json(explained_trace, capsys):

@@ -24,8 +24,17 @@ DOC = (
 
 @pytest.fixture(scope="module")
 def run(smollm):
+    """The paper's fast form, token by token by raw logit, so each verdict is one rank among the tokens."""
     return generate(
-        smollm, DOC, policy="counter_causal_fast", cache_size=24, chunk_size=8, recent=4, max_new_tokens=6, chat=False
+        smollm,
+        DOC,
+        policy="counter_causal_fast",
+        policy_options={"paper": True},
+        cache_size=24,
+        chunk_size=8,
+        recent=4,
+        max_new_tokens=6,
+        chat=False,
     )
 
 
@@ -66,6 +75,18 @@ def test_ranks_and_verdicts_equal_the_traces_at_an_evicting_refresh(smollm, run)
             assert e.rank is None and "last R = 4" in e.reason
         for score in SURPRISE_SCORES:
             assert 1 <= e.surprise_rank[score] <= n
+
+
+def test_at_the_defaults_a_clause_verdict_equals_the_traces(smollm):
+    """The default fast form ranks whole clauses by their best smoothed contrast: the replay agrees with the run."""
+    run = generate(smollm, DOC, policy="counter_causal_fast", cache_size=24, chunk_size=8, recent=4, max_new_tokens=2)
+    assert (run.config["granularity"], run.config["policy_options"]["smooth"]) == ("clause", 9)
+    cycle = next(c for c in run.cycles if len(c.candidates) > 24)
+    older = cycle.candidates[: len(cycle.candidates) - 4]
+    for verdict in (False, True):
+        t = next(t for t in older if (t in cycle.kept) is verdict)
+        e = explain_token(smollm, run, cycle.index, t)
+        assert e.kept is verdict and e.matches_trace and "unit" in e.reason
 
 
 def test_tokens_outside_the_candidates_get_their_status_without_a_replay(smollm, run):

@@ -68,7 +68,7 @@ def test_pinned_phrase_is_cached_at_every_refresh_within_j(smol_runs):
     check_pinned(what_if, pinned, SMALL["cache_size"])
     frozen = what_if.run_config.frozen
     full = [c for c in what_if.cycles if len(c.candidates) > SMALL["cache_size"]]
-    assert full and all(len(c.kept) - frozen == SMALL["cache_size"] for c in full)  # pins take places, not more
+    assert full and all(len(c.kept) - frozen <= SMALL["cache_size"] for c in full)  # pins take places, not more
 
 
 def test_dropped_phrase_is_gone_after_its_first_refresh(smol_runs):

@@ -290,7 +290,16 @@ LONG = (
 )
 def test_engine_keeps_frozen_plus_top_surprise(tiny, policy, options):
     J, h = 16, 4
-    trace = generate(tiny, LONG, policy=policy, policy_options=options, cache_size=J, chunk_size=h, max_new_tokens=12)
+    trace = generate(
+        tiny,
+        LONG,
+        policy=policy,
+        policy_options=options,
+        cache_size=J,
+        chunk_size=h,
+        max_new_tokens=12,
+        granularity="token",
+    )  # by token: each survivor is one of the top scores (units: tests/test_units.py)
     frozen, recent = trace.config["frozen"], trace.config["recent"]
     assert recent == options.get("recent", 0)
     assert trace.config["policy_options"]["score"] == options.get("score", POLICIES[policy]().score)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..engine import RunConfig
 from ..engine.allocation import check_allocation
+from ..engine.config import run_unit
 from ..errors import CcvizError
 from ..fields import Rule, parse_value, rule_of
 from ..policies import POLICIES, Policy, make_policy
@@ -74,8 +75,12 @@ class PolicySpec:
         """Every resolved policy option plus the run settings the spec sets, and the policy's own unit
         when it is not the token: what a result label stands for."""
         policy, engine = self.build(), self.engine
-        unit = engine.get("granularity", policy.default_granularity)
+        unit, context = run_unit(
+            policy, engine.get("granularity"), engine.get("allocation", "uniform"), engine.get("left_context")
+        )
         resolved = {} if unit == "token" else {"granularity": unit, "pool": engine.get("pool", "max")}
+        if context:
+            resolved["left_context"] = context
         return {**policy.options(), **engine, **resolved}
 
     def means(self, recorded: dict[str, Any]) -> bool:
@@ -104,19 +109,20 @@ def parse_spec(text: str) -> PolicySpec:
     return spec
 
 
-# The paper ranks by the raw logit; ccviz's full variant defaults to logprob, chosen by the benchmarks
-# (docs/policies.md#why-the-defaults-are-what-they-are), so every benchmark measures the paper's form too.
-PAPER_FORM = PolicySpec("counter_causal", (("score", "logit"),))
+# The paper ranks single tokens by the raw logit; ccviz's counter-causal defaults were chosen by answers
+# (docs/policies.md#why-the-defaults-are-what-they-are), so every benchmark measures the paper's form of both
+# variants next to them, one option away.
+PAPER_FORMS = {name: PolicySpec(name, (("paper", True),)) for name in ("counter_causal", "counter_causal_fast")}
 
 
 def registered_specs() -> list[PolicySpec]:
-    """Every registered policy with its default options, and the paper's own form of counter-causal
-    next to ours: the default set of every benchmark."""
+    """Every registered policy with its default options, and the paper's own form of each counter-causal
+    variant next to ours: the default set of every benchmark."""
     specs = []
     for name in POLICIES:
         specs.append(PolicySpec(name))
-        if name == PAPER_FORM.name:
-            specs.append(PAPER_FORM)
+        if name in PAPER_FORMS:
+            specs.append(PAPER_FORMS[name])
     return specs
 
 

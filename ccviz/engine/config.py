@@ -26,6 +26,19 @@ Options = tuple[tuple[str, Any], ...]
 DECODING = ("chat", "do_sample", "max_new_tokens", "seed", "stop_at_eos", "temperature", "top_p")
 
 
+def run_unit(
+    policy: Policy, granularity: Granularity | None, allocation: Allocation, left_context: int | None
+) -> tuple[Granularity, int]:
+    """The unit a run keeps whole and its left context, from what the run says (None: not said) and the
+    policy's own defaults. A per-layer allocation keeps single tokens, so there the policy's unit gives way
+    to the token unless the run names one; a left context the run does not give applies to word units only."""
+    unit, context = policy.unit_defaults()
+    granularity = granularity or ("token" if allocation != "uniform" else unit)
+    if left_context is None:
+        left_context = context if granularity == "word" else 0
+    return granularity, left_context
+
+
 class Recorded(Protocol):
     """What :meth:`RunConfig.from_trace` reads of a trace: its ``config`` object."""
 
@@ -73,8 +86,9 @@ class RunConfig:
         "granularity", GRANULARITIES, default=None, optional=True
     )  # the unit kept whole; None: the policy's
     pool: Pool = choice("pool", POOLS, default="max")  # a unit's score from its tokens' (word and sentence units)
-    # word units only: each word takes along up to this many words before it in its clause (ccviz.engine.units)
-    left_context: int = whole("left context", 0, default=0, maximum=64)
+    # word units only: each word takes along up to this many words before it in its clause (ccviz.engine.units);
+    # None: the policy's own (policy.unit_defaults)
+    left_context: int | None = whole("left context", 0, default=None, optional=True, maximum=64)
     # word units only: this share of the scored places goes to the best whole sentences first, the rest by word
     sentence_share: float = number("sentence share", 0, 1, default=0.0)
     allocation: Allocation = choice(
@@ -188,8 +202,8 @@ class RunConfig:
             raise CcvizError(f"frozen ({frozen}) is larger than the prompt ({prompt_tokens} tokens)")
         sinks = policy.sinks if prompt_tokens is None else min(policy.sinks, prompt_tokens)
         recent = policy.default_recent(self.cache_size) if self.recent is None else self.recent
-        granularity = self.granularity or policy.default_granularity
-        if (self.left_context or self.sentence_share) and granularity != "word":
+        granularity, left_context = run_unit(policy, self.granularity, self.allocation, self.left_context)
+        if (left_context or self.sentence_share) and granularity != "word":
             raise CcvizError(
                 f"left context and sentence share shape word units: use granularity 'word', not {granularity!r}"
             )
@@ -206,6 +220,7 @@ class RunConfig:
             frozen=max(frozen, sinks),
             recent=recent,
             granularity=granularity,
+            left_context=left_context,
             prefill_step=h if self.prefill_step is None else self.prefill_step,
             check_policy=False,
         )
@@ -238,8 +253,13 @@ class RunConfig:
         """The resolved config a trace was produced with: running it on the same prompt reproduces the trace.
 
         Its policy is taken as recorded, not built: a trace of a policy this installation lacks still
-        describes itself, and running it names the missing policy in one line."""
-        return cls.from_dict(trace.config, check_policy=False)
+        describes itself, and running it names the missing policy in one line. A trace records its
+        config resolved, so one without a unit or a left context predates them: it kept single tokens
+        (not today's policy's own unit)."""
+        return cls.from_dict({**_BEFORE_UNITS, **trace.config}, check_policy=False)
+
+
+_BEFORE_UNITS = {"granularity": "token", "left_context": 0}  # what a trace from before they were recorded ran
 
 
 def settings_names() -> tuple[str, ...]:

@@ -41,9 +41,11 @@ def descending_rank(values: torch.Tensor, index: int) -> int:
 
 
 def _surprise_policy(policy: Policy) -> Policy:
-    """The counter-causal scorer to explain with: the run's own policy if it is one, else the fast variant's
-    defaults."""
-    return policy if policy.counter_causal else CounterCausalFast()
+    """The counter-causal scorer to explain with: the run's own policy if it is one (its ``paper`` flag off,
+    keeping the options it set, so that every score can be asked of it), else the fast variant's defaults."""
+    if not policy.counter_causal:
+        return CounterCausalFast()
+    return dataclasses.replace(policy, paper=False) if getattr(policy, "paper", False) else policy
 
 
 def _reason(

@@ -37,11 +37,17 @@ class Policy(Validated):
     sinks: ClassVar[int] = 0  # leading tokens that are always frozen, whatever ``frozen`` says
     attention: ClassVar[AttentionNeed | None] = None  # real attention weights read in :meth:`observe`
     default_granularity: ClassVar[Granularity] = "token"  # the unit kept whole when the run does not say
+    default_left_context: ClassVar[int] = 0  # word units: the words before each kept with it, when the run does not say
     # Scores by counter-causal surprise (score, min_gap, window, stream_inputs: ccviz.explain reads them).
     counter_causal: ClassVar[bool] = False
     # Under a per-layer allocation, scores each layer's and KV head's entries by that head's own attention:
     # score_candidates then returns [candidates, layers, kv_heads] (ccviz.engine.survivors); "adaptive" needs it.
     head_scores: ClassVar[bool] = False
+
+    def unit_defaults(self) -> tuple[Granularity, int]:
+        """The unit this policy keeps whole and (word units) the left context, when the run does not say:
+        the class's own, unless an option changes them (the counter-causal policies' ``paper``)."""
+        return self.default_granularity, self.default_left_context
 
     def default_recent(self, cache_size: int) -> int:
         """Trailing entries always kept when the user does not say (0 for most policies)."""

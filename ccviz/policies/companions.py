@@ -2,8 +2,9 @@
 
 They let one cycle compare "attention" with "surprise" on exactly the same candidates: last-layer
 attention from the newest query (``attention_last``), last-layer attention received from the queries
-processed since the previous refresh (``attention_chunk``), and counter-causal surprise (fast
-variant) when that policy is registered.
+processed since the previous refresh (``attention_chunk``), and counter-causal surprise (the fast
+variant in the paper's form: the raw logit per token, unsmoothed, a token-level signal like the other
+two) when that policy is registered.
 """
 
 from __future__ import annotations
@@ -50,5 +51,5 @@ def companions(policy: Policy, chunk_size: int) -> list[Policy]:
     """Fresh companion scorers for one run, minus any whose signal the policy already records."""
     scorers: list[Policy] = [POLICIES["tova"](), ChunkAttention(chunk_size=chunk_size)]
     if "counter_causal_fast" in POLICIES:
-        scorers.append(POLICIES["counter_causal_fast"]())
+        scorers.append(POLICIES["counter_causal_fast"](paper=True))
     return [scorer for scorer in scorers if scorer.signal != policy.signal]

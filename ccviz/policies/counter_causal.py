@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar
 
 import torch
 
 from ..cache import Candidates
 from ..capture import decoder_layers
-from ..choices import SURPRISE_SCORES, SurpriseScore
-from ..fields import choice, whole
+from ..choices import SURPRISE_SCORES, Granularity, SurpriseScore
+from ..errors import CcvizError
+from ..fields import choice, flag, whole
 from ..scoring import check_from_layer, check_window, first_layer, surprise_from_cache
 from .base import Policy
 
@@ -34,6 +35,9 @@ def smooth_scores(scores: torch.Tensor, window: int) -> torch.Tensor:
     return torch.where(finite, total / count.clamp(min=1), scores)
 
 
+PAPER_FORM: dict[str, Any] = {"score": "logit", "smooth": 0}  # and single tokens (unit_defaults)
+
+
 @dataclass
 class _CounterCausalBase(Policy):
     """What both counter-causal policies share: the score, the mask, smoothing, the recent window, the band.
@@ -44,7 +48,9 @@ class _CounterCausalBase(Policy):
     (average over a window of that many neighbouring candidates before ranking; 0 or 1 = off; the
     recorded ``surprise`` is then the smoothed value that ranked them), ``recent`` (trailing entries
     always kept when generate's ``recent`` is not given), ``window`` (W > 0: each candidate reads only
-    the next W entries, O(n W) instead of O(n^2); 0 = its whole future, the paper's).
+    the next W entries, O(n W) instead of O(n^2); 0 = its whole future, the paper's), ``paper`` (the
+    paper's exact form, one option away from ours: the raw logit, no smoothing, single tokens; the
+    defaults ccviz chose by answers differ in those, docs/policies.md#why-the-defaults-are-what-they-are).
     """
 
     signal = "surprise"
@@ -56,10 +62,26 @@ class _CounterCausalBase(Policy):
     smooth: int = whole("smooth", 0, default=0)
     recent: int = whole("recent", 0, default=0)
     window: int = whole("window", 0, default=0)
+    paper: bool = flag("paper", default=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_window(self.min_gap, self.window)
+        if self.paper:
+            self._take_paper_form()
+
+    def _take_paper_form(self) -> None:
+        """Set the options the paper fixes (left at their default, or given as the paper's); another value
+        given with ``paper`` is refused, since the run would no longer be the paper's form."""
+        defaults: dict[str, Any] = {f.name: f.default for f in fields(self)}
+        for name, value in PAPER_FORM.items():
+            given = getattr(self, name)
+            if given not in (value, defaults[name]):
+                raise CcvizError(f"paper=true is the paper's form, with {name}={value}: drop {name}={given} or paper")
+            setattr(self, name, value)
+
+    def unit_defaults(self) -> tuple[Granularity, int]:
+        return ("token", 0) if self.paper else super().unit_defaults()
 
     @property
     def from_layer(self) -> int:
@@ -108,16 +130,19 @@ class _CounterCausalBase(Policy):
 class CounterCausal(_CounterCausalBase):
     """The paper's policy, all L layers: surprise of each candidate given the candidates after it.
 
-    Defaults here: ``score=logprob``, which kept a fact stated once in significantly more retention
-    cases than the paper's raw logit (docs/policies.md#why-the-defaults-are-what-they-are). Its own
+    Defaults here, chosen by answers on the retention cases (docs/policies.md#why-the-defaults-are-what-they-are):
+    ``score=logprob``, and whole words, each with up to 3 words before it in its clause
+    (``granularity="word"``, ``left_context=3``); ``paper=True`` is the paper's form. Its own
     option ``from_layer`` (the layer split): the stream starts from the stored residual entering layer
     l, H^(l), and re-runs layers l .. L-1, each with its MLP; 0 = every layer (the paper's), L-1 = the
     ``fast_mlp`` variant. Only the H^(l) the chosen l needs is stored.
     """
 
     name = "counter_causal"
-    summary = "counter-causal surprise, all layers (the paper's method, scored by log-probability)"
+    summary = "counter-causal surprise, all layers (the paper's method, scored by log-probability, by word)"
     variant: ClassVar[str] = "full"
+    default_granularity: ClassVar[Granularity] = "word"
+    default_left_context: ClassVar[int] = 3
 
     score: SurpriseScore = choice("score", SURPRISE_SCORES, default="logprob")
     from_layer: int = whole("from_layer", 0, default=0)  # type: ignore[assignment]  # an option here, 0 on the base
@@ -127,11 +152,16 @@ class CounterCausal(_CounterCausalBase):
 class CounterCausalFast(_CounterCausalBase):
     """The fast variant: the last layer only, from the stored H^(L-1), skipping the last MLP.
 
-    It keeps the paper's raw-logit score: no variant beat it on the benchmarks, and logit costs one dot
-    product per row where logprob needs the whole vocabulary.
+    Defaults here, chosen by answers on the retention cases (docs/policies.md#why-the-defaults-are-what-they-are):
+    ``score=contrast`` (one dot product per row, as the paper's logit), averaged over 9 neighbours, and whole
+    clauses (``granularity="clause"``, a clause scored by its best token); ``paper=True`` is the paper's form.
     """
 
     name = "counter_causal_fast"
-    summary = "counter-causal surprise, last layer only from stored H^(L-1) (fast variant)"
+    summary = "counter-causal surprise, last layer only from stored H^(L-1) (fast variant, by clause)"
     variant: ClassVar[str] = "fast"
     needs_hidden = True
+    default_granularity: ClassVar[Granularity] = "clause"
+
+    score: SurpriseScore = choice("score", SURPRISE_SCORES, default="contrast")
+    smooth: int = whole("smooth", 0, default=9)

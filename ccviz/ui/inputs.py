@@ -200,12 +200,12 @@ def unit_input(key: str, policy: str) -> dict[str, Any]:
         "Left context (words)",
         min_value=int(context_rule.minimum or 0),
         max_value=int(context_rule.maximum or 64),
-        value=int(linked(f"{key}.left_context", 0, decode=int)),
+        value=int(linked(f"{key}.left_context", POLICIES[policy].default_left_context, decode=int)),
         step=1,
         key=f"{key}.left_context",
         disabled=not words,
         help="Word units: each word takes along up to this many words before it in its clause, so a surprising "
-        "value is kept with the words that say what it is. 0: words alone.",
+        "value is kept with the words that say what it is. 0: words alone. Opens at the policy's own.",
     )
     sentence_share = right.slider(
         "Whole sentences first",

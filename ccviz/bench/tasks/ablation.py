@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -53,18 +53,24 @@ WINDOWS = (32, 128)  # W; at the screen's J = 25% of ~660 tokens a refresh sees 
 LAYER_SPLITS = (0.25, 0.5, 0.75, 1.0)  # from_layer as a share of L - 1 (0 is the full variant itself)
 
 
-def by_token(spec: PolicySpec) -> PolicySpec:
-    """``spec`` with ``granularity=token`` written out when its policy keeps bigger units by default, so
-    a token-level cell of the grid stays token-level (and keeps its label) whatever the default."""
-    if POLICIES[spec.name].default_granularity == "token" or "granularity" in spec.engine:
-        return spec
-    return PolicySpec(spec.name, (*spec.options, ("granularity", "token")))
+def spelled_out(spec: PolicySpec) -> PolicySpec:
+    """``spec`` with what it leaves unsaid written out where today's defaults differ from the grid's base
+    (single tokens, no smoothing, words without left context), so a cell of the grid keeps its label and
+    its meaning whatever the defaults become (docs/policies.md#why-the-defaults-are-what-they-are)."""
+    cls, said = POLICIES[spec.name], dict(spec.options)
+    unit = said.get("granularity", "token")
+    base = {"smooth": 0} if any(f.name == "smooth" and f.default != 0 for f in fields(cls)) else {}
+    if unit == "word" and cls.default_left_context:
+        base["left_context"] = 0
+    if cls.default_granularity != "token":
+        base["granularity"] = "token"
+    return PolicySpec(spec.name, (*spec.options, *((k, v) for k, v in base.items() if k not in said)))
 
 
 def ablation_specs() -> list[PolicySpec]:
     """The score grid (the paper's options), token by token."""
     return [
-        by_token(PolicySpec(variant, (("score", score), ("min_gap", gap), ("smooth", smooth))))
+        spelled_out(PolicySpec(variant, (("score", score), ("min_gap", gap), ("smooth", smooth))))
         for variant, score, gap, smooth in itertools.product(ABLATED_POLICIES, SURPRISE_SCORES, MIN_GAPS, SMOOTHING)
     ]
 
@@ -108,7 +114,7 @@ def beyond_paper_specs(num_layers: int) -> list[PolicySpec]:
     for name in ("tova", "h2o", "snapkv"):
         specs += [PolicySpec(name), PolicySpec(name, word)]
     specs += [PolicySpec("tova", sentence), PolicySpec("sliding")]
-    return [by_token(spec) for spec in specs]
+    return [spelled_out(spec) for spec in specs]
 
 
 LEFT_CONTEXTS = (3, 8)  # words before a word that ride with it: a few, or most of a clause
@@ -131,8 +137,8 @@ def answer_forms_specs() -> list[PolicySpec]:
     clause = (("granularity", "clause"), ("pool", "max"))
     wide = (("smooth", WIDE_SMOOTHING),)
     references = [PolicySpec("sliding"), PolicySpec("tova"), *ablation_specs()[:1]]  # the paper's form: logit
-    references += [
-        PolicySpec(full, (("score", "logprob"), ("min_gap", 0), ("smooth", 0))),  # each variant's default
+    references += [  # the token-level defaults these grew from (today's are among the specs below)
+        PolicySpec(full, (("score", "logprob"), ("min_gap", 0), ("smooth", 0))),
         PolicySpec(fast, (("score", "logit"), ("min_gap", 0), ("smooth", 0))),
     ]
     specs = [
@@ -150,14 +156,14 @@ def answer_forms_specs() -> list[PolicySpec]:
         for score in ("logit", "contrast")
     ]
     specs += [PolicySpec(full, (("score", "logprob"), *unit)) for unit in (sentence, (*word, ("left_context", 3)))]
-    return references + [by_token(spec) for spec in specs]
+    return [spelled_out(spec) for spec in references + specs]
 
 
 def quick_beyond_specs(num_layers: int) -> list[PolicySpec]:
     """One spec per new axis, for ``--quick``."""
     return [
-        PolicySpec("counter_causal_fast", (*UNITS[3], ("recent_share", 0.25), ("window", 8))),
-        PolicySpec("counter_causal", (("from_layer", num_layers - 1),)),
+        spelled_out(PolicySpec("counter_causal_fast", (*UNITS[3], ("recent_share", 0.25), ("window", 8)))),
+        spelled_out(PolicySpec("counter_causal", (("from_layer", num_layers - 1),))),
     ]
 
 
