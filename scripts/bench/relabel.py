@@ -123,7 +123,7 @@ def relabel_folder(folder: Path, dry_run: bool) -> None:
         if rows_path.exists():
             rows = pd.read_csv(rows_path, dtype=str, keep_default_na=False)
             rows["policy"] = rows["policy"].replace(renames)
-            rows.to_csv(rows_path, index=False)
+            rows.to_csv(rows_path, index=False, lineterminator="\r\n")  # as the csv module writes them
         meta["policies"] = {
             renames.get(label, label): json.loads(json.dumps(parse_spec(renames.get(label, label)).meaning()))
             if label in renames
