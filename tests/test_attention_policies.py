@@ -136,9 +136,10 @@ def test_h2o_carries_survivors_over_unchanged(smollm, eager):
 
 @pytest.mark.parametrize("name", EVICTING)
 def test_kept_is_frozen_plus_recent_plus_top_scored(tiny, name):
-    """Recomputed from the recorded scores, independently of select_survivors: every refresh, every policy."""
+    """Recomputed from the recorded scores, independently of select_survivors: every refresh, every policy
+    (by token: the counter-causal policies' own units are tested in tests/test_units.py)."""
     J, h = 24, 8
-    trace = generate(tiny, LONG_PROMPT, policy=name, cache_size=J, chunk_size=h, max_new_tokens=24)
+    trace = generate(tiny, LONG_PROMPT, policy=name, cache_size=J, chunk_size=h, max_new_tokens=24, granularity="token")
     frozen, recent = trace.config["frozen"], trace.config["recent"]
     signal = POLICIES[name].signal
     previous_kept, previous_step, evictions = [], 0, 0

@@ -15,7 +15,7 @@ from plotly.subplots import make_subplots
 
 from ..bench.budget import budget_text
 from .benchmarks import FULL, RATES
-from .layout import LEGEND_BELOW, legible
+from .layout import LEGEND_BELOW, legible, spec_lines
 
 MAP_SCALE = [[0.0, "#c92a2a"], [0.5, "#fcc419"], [1.0, "#2b8a3e"]]  # lost, half, kept
 DIFFERENCE_SCALE = "RdBu"
@@ -150,6 +150,9 @@ def _budget(budget: float) -> str:
 SHARES = {"kept_share": ("Required tokens kept", "share of the required tokens cached")}  # means per case, not counts
 
 
+SPEC_WIDTH = 40  # characters per line of a policy's label on the RULER charts' y axis
+
+
 def ruler_figure(pooled: pd.DataFrame, measure: str = "survival") -> go.Figure:
     """Each RULER-style task's ``measure`` per policy: one panel per task, a horizontal bar per policy and
     budget (policies down the shared y axis, so long spec labels stay readable however many there are),
@@ -197,12 +200,19 @@ def ruler_figure(pooled: pd.DataFrame, measure: str = "survival") -> go.Figure:
         fig.update_xaxes(tickformat=".0%", range=[0, 1.05], row=1, col=column)
     # the legend's title names the dotted lines once (a label in each panel collided with the next panel's)
     legend = "dotted: the full cache · " * bool((pooled["policy"] == FULL).any()) + "budget"
-    fig.update_yaxes(categoryorder="array", categoryarray=policies, autorange="reversed")  # first measured on top
+    lines = max((spec_lines(policy, SPEC_WIDTH).count("<br>") + 1 for policy in policies), default=1)
+    fig.update_yaxes(  # first measured on top; long specs broken after ':' and commas, so the panels keep their width
+        categoryorder="array",
+        categoryarray=policies,
+        autorange="reversed",
+        tickvals=policies,
+        ticktext=[spec_lines(policy, SPEC_WIDTH) for policy in policies],
+    )
     fig.update_annotations(font_size=13)  # the task names above the panels stay apart on a narrow page
     return legible(
         fig,
         title=dict(text=f"{title} on the RULER-style tasks", x=0.0),
         barmode="group",
-        height=190 + 30 * len(policies),
+        height=190 + len(policies) * max(30, 17 * lines),  # every band as tall as the longest label
         legend=dict(LEGEND_BELOW, title=legend),
     )
