@@ -18,6 +18,9 @@ browsers (psutil, user + system, over each phase, every process of each tree); a
 without an error showing its own document's result (its prompt's token count and the start of its solo output).
 Targets (issue 27, not asserted): the identical sessions finish within 1.2x of one solo run; no session waits more
 than its bound plus 20%. On a small machine the browsers share the server's cores: the CPU split says how much.
+``--protocol`` replaces chromium with websocket clients of Streamlit's own protocol (``protocol_tab.py``): each asks
+the server for every rerun and fragment poll a tab asks for and receives every delta, but draws nothing, so the
+classroom measures the server and its worker alone, as when each student's browser runs on its own machine.
 Run: ``python scripts/bench/classroom.py [--sessions 8] [--shared 4]``; ``--sessions 2 --model tiny-random`` checks
 the script in a minute.
 """
@@ -25,9 +28,12 @@ the script in a minute.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import re
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,12 +54,14 @@ from browser_support import (  # noqa: E402
     serve_app,
     set_number,
 )
+from protocol_tab import ProtocolTab  # noqa: E402  (scripts/bench, this script's own folder, is on the path)
 
 TIMEOUT_MS = 300_000
 SAMPLES = ("clinical_record.md", "multi_session_chat.md", "prose.md", "reasoning_prompt.md")
 SHARED = excerpt("clinical_record.md", 240, "Question S: which drug must this patient never be given?")
 RESULT = "[data-testid='stMetric'] >> text=Prompt tokens"
 ERRORS = "[data-testid='stException'], [data-testid='stAlertContentError']"
+MODEL_READY = re.compile(r"Model: .* · ready")  # the sidebar's status line, as ``model_ready`` reads it
 
 
 def own_documents(count: int) -> list[str]:
@@ -75,42 +83,122 @@ class Seen:
     errors: list[str] = field(default_factory=list)
 
 
-def fresh_tab(browser, url: str, text: str, max_new: int, live: bool = True):
-    """A new session (its own browser context) with ``text`` pasted and ``max_new`` set; ``live``: the
-    sidebar's "Draw runs live" (set through the page's link)."""
-    page = open_page(browser, url if live else f"{url}/?charts.live=0")
-    paste_document(page, text)
-    set_number(page, "Max new tokens", max_new)
-    return page
+class Chromium:
+    """Sessions as real headless chromium tabs: what a classroom on this machine costs, browsers included."""
+
+    kind = "chromium"
+
+    def __init__(self, browser, url: str, nice: bool = False):
+        self.browser, self.url, self.nice = browser, url, nice
+
+    def open(self, text: str, max_new: int, live: bool = True):
+        """A new session (its own browser context) with ``text`` pasted and ``max_new`` set; ``live``: the
+        sidebar's "Draw runs live" (set through the page's link)."""
+        page = open_page(self.browser, self.url if live else f"{self.url}/?charts.live=0")
+        paste_document(page, text)
+        set_number(page, "Max new tokens", max_new)
+        return page
+
+    def warm_up(self) -> None:
+        page = open_page(self.browser, self.url)
+        model_ready(page, TIMEOUT_MS)
+        paste_document(page, "Warm-up: say hello.")
+        self.click_run(page)
+        page.wait_for_selector(RESULT, timeout=TIMEOUT_MS)
+        page.close()
+
+    def click_run(self, page) -> float:
+        """Click Run; return when, once the server has started the run (so runs queue in the order clicked)."""
+        page.get_by_role("button", name="Run", exact=True).click()
+        at = time.perf_counter()
+        page.wait_for_selector("[data-testid='stProgress'], [data-testid='stMetric']", timeout=TIMEOUT_MS)
+        return at
+
+    def finished(self, page) -> bool:
+        return bool(page.locator(RESULT).count() and page.locator(".js-plotly-plot .nsewdrag").count())
+
+    def result(self, page, seconds: float) -> Seen:
+        idle(page)
+        output = page.locator("[data-testid='stCode']").first.inner_text()
+        errors = [page.locator(ERRORS).nth(i).inner_text() for i in range(page.locator(ERRORS).count())]
+        return Seen(
+            seconds, metric(page, "Prompt tokens"), output, float(metric(page, "Total time").split()[0]), errors
+        )
+
+    def between_polls(self, polls: int) -> None:
+        if self.nice and polls % 10 == 0:  # a new tab's renderer is a new process: renice once a second
+            lowest_priority_browsers()
+
+    def clients(self) -> list[psutil.Process]:
+        return [p for p in psutil.Process().children(recursive=True) if "chrom" in p.name().lower()]
 
 
-def click_run(page) -> float:
-    """Click Run; return when, once the server has started the run (so runs queue in the order clicked)."""
-    page.get_by_role("button", name="Run", exact=True).click()
-    at = time.perf_counter()
-    page.wait_for_selector("[data-testid='stProgress'], [data-testid='stMetric']", timeout=TIMEOUT_MS)
-    return at
+class Protocol:
+    """Sessions as websocket clients speaking Streamlit's protocol (:class:`ProtocolTab`): every rerun, poll
+    and delta a tab costs the server, nothing drawn, as if each student's browser ran on its own machine."""
+
+    kind = "protocol"
+
+    def __init__(self, url: str):
+        self.url = url
+
+    def open(self, text: str, max_new: int, live: bool = True) -> ProtocolTab:
+        tab = ProtocolTab(self.url, "" if live else "charts.live=0")
+        tab.set_value("text_area", "Document or prompt", text, TIMEOUT_MS / 1000)
+        tab.set_value("number_input", "Max new tokens", max_new, TIMEOUT_MS / 1000)
+        return tab
+
+    def warm_up(self) -> None:
+        tab = ProtocolTab(self.url)
+        tab.wait(lambda seen: _model_ready(tab), TIMEOUT_MS / 1000)
+        tab.set_value("text_area", "Document or prompt", "Warm-up: say hello.", TIMEOUT_MS / 1000)
+        self.click_run(tab)
+        tab.wait(lambda seen: self.finished(tab), TIMEOUT_MS / 1000)
+        tab.close()
+
+    def click_run(self, tab: ProtocolTab) -> float:
+        tab.press("Run", TIMEOUT_MS / 1000)
+        at = time.perf_counter()
+        tab.wait(lambda seen: bool(_drawn(seen, "progress") or _drawn(seen, "metric")), TIMEOUT_MS / 1000)
+        return at
+
+    def finished(self, tab: ProtocolTab) -> bool:
+        """The result's page is built and sent: its metrics and its heatmap, the run that drew them ended."""
+        seen = tab.seen
+        return not seen.running_full and tab.metric("Prompt tokens") is not None and bool(_drawn(seen, "plotly_chart"))
+
+    def result(self, tab: ProtocolTab, seconds: float) -> Seen:
+        output = next((code.code_text for code in tab.shown("code")), "")
+        engine = float((tab.metric("Total time") or "nan").split()[0])
+        return Seen(seconds, tab.metric("Prompt tokens") or "", output, engine, tab.errors())
+
+    def between_polls(self, polls: int) -> None:
+        pass
+
+    def clients(self) -> list[psutil.Process]:
+        return [psutil.Process()]  # every tab is a thread of this script
 
 
-def read_result(page, seconds: float) -> Seen:
-    idle(page)
-    output = page.locator("[data-testid='stCode']").first.inner_text()
-    errors = [page.locator(ERRORS).nth(i).inner_text() for i in range(page.locator(ERRORS).count())]
-    return Seen(seconds, metric(page, "Prompt tokens"), output, float(metric(page, "Total time").split()[0]), errors)
+def _drawn(seen, kind: str) -> list:
+    return [e for e in list(seen.elements.values()) if e.WhichOneof("type") == kind]
 
 
-def watch(pages: list, clicked: list[float], timeout_s: float, nice: bool = False) -> list[float | None]:
-    """Each page's click-to-result seconds, watching every page at once (None: not done in ``timeout_s``);
-    ``nice``: keep every chromium process at the lowest CPU priority meanwhile (see ``--nice-browsers``)."""
-    done: list[float | None] = [None] * len(pages)
+def _model_ready(tab: ProtocolTab) -> bool:
+    """The sidebar's status line says the model worker has loaded, on a page whose run ended."""
+    captions = [m.body for m in tab.shown("markdown")]
+    return not tab.seen.running_full and any(MODEL_READY.search(body) for body in captions)
+
+
+def watch(driver, tabs: list, clicked: list[float], timeout_s: float) -> list[float | None]:
+    """Each tab's click-to-result seconds, watching every tab at once (None: not done in ``timeout_s``)."""
+    done: list[float | None] = [None] * len(tabs)
     deadline = time.perf_counter() + timeout_s
     polls = 0
     while any(seconds is None for seconds in done) and time.perf_counter() < deadline:
-        if nice and polls % 10 == 0:  # a new tab's renderer is a new process: renice once a second
-            lowest_priority_browsers()
+        driver.between_polls(polls)
         polls += 1
-        for i, page in enumerate(pages):
-            if done[i] is None and page.locator(RESULT).count() and page.locator(".js-plotly-plot .nsewdrag").count():
+        for i, tab in enumerate(tabs):
+            if done[i] is None and driver.finished(tab):
                 done[i] = time.perf_counter() - clicked[i]
         time.sleep(0.1)
     return done
@@ -128,18 +216,18 @@ def lowest_priority_browsers() -> None:
 
 
 class Cpu:
-    """User + system CPU seconds of the server, its model worker and the browsers, over a phase."""
+    """User + system CPU seconds of the server, its model worker and the clients (the browsers, or this
+    script's protocol tabs), over a phase."""
 
-    def __init__(self, server: psutil.Process):
-        self.server = server
+    def __init__(self, server: psutil.Process, driver: Chromium | Protocol):
+        self.server, self.driver = server, driver
 
     def trees(self) -> dict[str, list[psutil.Process]]:
         children = self.server.children(recursive=True)
-        ours = psutil.Process().children(recursive=True)
         return {
             "server": [self.server],
             "worker": [p for p in children if "ccviz.worker" in " ".join(_cmdline(p))],
-            "browsers": [p for p in ours if "chrom" in p.name().lower()],
+            "browsers" if self.driver.kind == "chromium" else "clients": self.driver.clients(),
         }
 
     def snapshot(self) -> dict[str, dict[int, float]]:
@@ -182,6 +270,18 @@ def split(cpu: dict[str, float]) -> str:
     return ", ".join(f"{name} {seconds:.1f} s" for name, seconds in cpu.items())
 
 
+@contextlib.contextmanager
+def sessions(protocol: bool, url: str, nice: bool) -> Iterator[Chromium | Protocol]:
+    """The classroom's sessions: protocol tabs, or headless chromium (started here, closed after)."""
+    if protocol:
+        yield Protocol(url)
+        return
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p, chromium(p) as browser:
+        yield Chromium(browser, url, nice)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=8, help="browser sessions clicking Run together")
@@ -190,6 +290,12 @@ def main() -> None:
     parser.add_argument("--model", help="CCVIZ_MODEL for the server (default: the embedded SmolLM2)")
     parser.add_argument("--timeout", type=float, default=900, help="seconds to wait for every session")
     parser.add_argument("--live-off", action="store_true", help='every session with "Draw runs live" off')
+    parser.add_argument(
+        "--protocol",
+        action="store_true",
+        help="sessions as websocket clients of Streamlit's protocol instead of chromium: every rerun, poll and "
+        "delta a tab asks of the server, nothing drawn (the server and its worker alone, as with remote browsers)",
+    )
     parser.add_argument(
         "--nice-browsers",
         action="store_true",
@@ -200,45 +306,44 @@ def main() -> None:
     shared = args.sessions // 2 if args.shared is None else args.shared
     if not 0 <= shared <= args.sessions or args.sessions < 1:
         parser.error("--shared must lie between 0 and --sessions, and --sessions be at least 1")
-    from playwright.sync_api import sync_playwright
+    if args.protocol and args.nice_browsers:
+        parser.error("--nice-browsers needs the browsers: leave out --protocol")
 
     documents = [SHARED] * shared + own_documents(args.sessions - shared)
     distinct = list(dict.fromkeys(documents))
     env = {k: v for k, v in os.environ.items() if k != "CCVIZ_MODEL"} | (
         {"CCVIZ_MODEL": args.model} if args.model else {}
     )
-    with serve_app(env, "bench-classroom.log") as url, sync_playwright() as p, chromium(p) as browser:
-        cpu = Cpu(streamlit_process())
-        warm = open_page(browser, url)
-        model_ready(warm, TIMEOUT_MS)
-        paste_document(warm, "Warm-up: say hello.")
-        click_run(warm)
-        warm.wait_for_selector(RESULT, timeout=TIMEOUT_MS)
-        warm.close()
+    with serve_app(env, "bench-classroom.log") as url, sessions(args.protocol, url, args.nice_browsers) as driver:
+        cpu = Cpu(streamlit_process(), driver)
+        driver.warm_up()
 
         before = cpu.snapshot()
         solo: dict[str, Seen] = {}
         for text in distinct:
-            page = fresh_tab(browser, url, text, args.max_new - 1, not args.live_off)
-            seconds = watch([page], [click_run(page)], args.timeout, args.nice_browsers)[0]
+            tab = driver.open(text, args.max_new - 1, not args.live_off)
+            seconds = watch(driver, [tab], [driver.click_run(tab)], args.timeout)[0]
             if seconds is None:
                 raise SystemExit("classroom: a solo run did not finish")
-            solo[text] = read_result(page, seconds)
-            page.close()
+            solo[text] = driver.result(tab, seconds)
+            tab.close()
         solo_cpu = Cpu.spent(before, cpu.snapshot())
 
-        pages = [fresh_tab(browser, url, text, args.max_new, not args.live_off) for text in documents]
+        tabs = [driver.open(text, args.max_new, not args.live_off) for text in documents]
         before = cpu.snapshot()
         first = time.perf_counter()
-        clicked = [click_run(page) for page in pages]  # each waits for its run to be queued: clicks keep their order
-        times = watch(pages, clicked, args.timeout, args.nice_browsers)
+        clicked = [
+            driver.click_run(tab) for tab in tabs
+        ]  # each waits for its run to be queued: clicks keep their order
+        times = watch(driver, tabs, clicked, args.timeout)
         last = max((at + s for at, s in zip(clicked, times) if s is not None), default=first) - first
         together_cpu = Cpu.spent(before, cpu.snapshot())
-        seen = [read_result(page, s) if s is not None else None for page, s in zip(pages, times)]
+        seen = [driver.result(tab, s) if s is not None else None for tab, s in zip(tabs, times)]
 
     print(
         header(
-            f"a classroom: {args.sessions} chromium sessions on one server ({shared} on the same sample), "
+            f"a classroom: {args.sessions} {'protocol' if args.protocol else 'chromium'} sessions on one server "
+            f"({shared} on the same sample), "
             f"{args.model or 'SmolLM2'}, counter_causal_fast J=128 h=32, max new {args.max_new}, "
             + ("live view off" if args.live_off else "live view on")
             + (", browsers at nice 19" if args.nice_browsers else "")
