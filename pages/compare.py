@@ -35,7 +35,7 @@ with st.sidebar:
             policy, options = policy_input(
                 f"cmp.p{i}", default=defaults[i % len(defaults)], label=f"Policy {LETTERS[i]}"
             )
-            units = unit_input(f"cmp.p{i}", policy)
+            units = unit_input(f"cmp.p{i}", policy, options)
             runs.append((policy, options, units | allocation_input(f"cmp.p{i}", policy, units["granularity"])))
     st.header("Budget (shared)")
     budget = budget_input("cmp")

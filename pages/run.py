@@ -33,7 +33,7 @@ st.caption(
 with st.sidebar:
     st.header("Policy")
     policy, options = policy_input("run.policy", default="counter_causal_fast")
-    units = unit_input("run", policy)
+    units = unit_input("run", policy, options)
     units |= allocation_input("run", policy, units["granularity"])
     st.header("Budget")
     budget = budget_input("run")

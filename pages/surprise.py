@@ -27,7 +27,7 @@ st.caption(
 with st.sidebar:
     st.header("Budget run")
     policy, options = policy_input("sur.policy", default="counter_causal_fast")
-    units = unit_input("sur", policy)
+    units = unit_input("sur", policy, options)
     budget = budget_input("sur", default_cache=256)
     st.header("Counter-causal surprise")
     variant = st.selectbox(

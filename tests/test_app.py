@@ -188,6 +188,17 @@ def test_run_page_keeps_whole_words_when_asked(app):
     assert "attention_last:word" in app.selectbox(key="run.signal").options  # the pooled score that ranked them
 
 
+def test_run_page_unit_widgets_follow_the_papers_box(app):
+    """The page opens on counter_causal_fast, which keeps clauses; its "paper" box means single tokens, so
+    "Keep whole: default" then says token and the unit-score widget is off (nothing to pool)."""
+    assert not app.button_group(key="run.pool").disabled
+    assert "default (clause)" in app.button_group(key="run.granularity").options
+    app.checkbox(key="run.policy.counter_causal_fast.paper").check().run()
+    assert not app.exception and not app.error
+    assert "default (token)" in app.button_group(key="run.granularity").options
+    assert app.button_group(key="run.pool").disabled and app.number_input(key="run.left_context").disabled
+
+
 def test_run_page_runs_a_pyramid_and_shows_each_layers_cache(app):
     """The allocation widget reaches the engine; a per-layer run gets a layer selector and a layer-count view."""
     configure_run(app, "tova", 4)

@@ -16,7 +16,7 @@ import streamlit as st
 from ..engine import RunConfig
 from ..errors import CcvizError
 from ..fields import rule_of
-from ..policies import POLICIES
+from ..policies import POLICIES, make_policy
 from .limits import DEFAULT_MAX_TOKENS, MAX_TOKENS_ENV, max_tokens, max_upload_bytes
 from .links import (
     as_bool,
@@ -165,9 +165,20 @@ def policy_input(
     return policy, tuple(options)
 
 
-def unit_input(key: str, policy: str) -> dict[str, Any]:
+def _unit_defaults(policy: str, options: tuple[tuple[str, Any], ...]) -> tuple[str, int]:
+    """The unit and left context ``policy`` keeps with ``options`` when the run does not say; the class's own
+    when the options are refused (the run then shows why)."""
+    try:
+        return make_policy(policy, **dict(options)).unit_defaults()
+    except CcvizError:
+        return POLICIES[policy].default_granularity, POLICIES[policy].default_left_context
+
+
+def unit_input(key: str, policy: str, options: tuple[tuple[str, Any], ...] = ()) -> dict[str, Any]:
     """The unit of the keep decision (RunConfig's ``granularity`` and ``pool``): any policy by token, word,
-    clause or sentence; for word units also ``left_context`` and ``sentence_share``."""
+    clause or sentence; for word units also ``left_context`` and ``sentence_share``. "default" names the
+    unit the policy keeps with ``options`` (the counter-causal ``paper`` box turns it to single tokens)."""
+    own_unit, own_context = _unit_defaults(policy, options)
     granularities = ("default", *rule_of(RunConfig, "granularity").choices)
     choice = st.segmented_control(
         "Keep whole",
@@ -176,7 +187,7 @@ def unit_input(key: str, policy: str) -> dict[str, Any]:
         key=f"{key}.granularity",
         required=True,
         persist_state=SESSION,
-        format_func=lambda g: f"default ({POLICIES[policy].default_granularity})" if g == "default" else g,
+        format_func=lambda g: f"default ({own_unit})" if g == "default" else g,
         help="The unit a refresh keeps or evicts: single tokens (the paper's), whole words (so KX-4817 or 4817 "
         "survives whole or not at all), clauses (split at , : ; too) or whole sentences; default: the policy's "
         "own. A unit scores the max or mean of its tokens' scores.",
@@ -190,17 +201,17 @@ def unit_input(key: str, policy: str) -> dict[str, Any]:
         key=f"{key}.pool",
         required=True,
         persist_state=SESSION,
-        disabled=(granularity or POLICIES[policy].default_granularity) == "token",
+        disabled=(granularity or own_unit) == "token",
         help="How a word's or sentence's score is made from its tokens' scores.",
     )
-    words = (granularity or POLICIES[policy].default_granularity) == "word"
+    words = (granularity or own_unit) == "word"
     context_rule, share_rule = rule_of(RunConfig, "left_context"), rule_of(RunConfig, "sentence_share")
     left, right = st.columns(2)
     left_context = left.number_input(
         "Left context (words)",
         min_value=int(context_rule.minimum or 0),
         max_value=int(context_rule.maximum or 64),
-        value=int(linked(f"{key}.left_context", POLICIES[policy].default_left_context, decode=int)),
+        value=int(linked(f"{key}.left_context", own_context, decode=int)),
         step=1,
         key=f"{key}.left_context",
         disabled=not words,
