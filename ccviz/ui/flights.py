@@ -45,10 +45,20 @@ class Follower:
 
 
 class Flight:
-    """One task computed once in the worker, for every follower (identity equality: it is a worker ticket)."""
+    """One task computed once in the worker, for every follower (identity equality: it is a worker ticket).
 
-    def __init__(self, flights: Flights, task: Any, worker: ModelWorker, size: int | None):
-        self.flights, self.task, self.worker, self.size = flights, task, worker, size
+    The task runs on its own model (``task.model``; the worker switches to it in the flight's turn), after
+    ``check(task)`` if given: a run validated only once its model is loaded (:func:`~ccviz.ui.jobs.check_run`)."""
+
+    def __init__(
+        self,
+        flights: Flights,
+        task: Any,
+        worker: ModelWorker,
+        size: int | None,
+        check: Callable[[Any], object] | None = None,
+    ):
+        self.flights, self.task, self.worker, self.size, self.check = flights, task, worker, size, check
         self.followers: list[Follower] = []
         self.stopping = False  # no follower wanted it at a check: closed to newcomers, it ends
         self.waiting = ""  # the worker's last wait reason ("" once the run holds the model)
@@ -62,8 +72,11 @@ class Flight:
     def _fly(self) -> None:
         began = None
         try:
-            with self.worker.turn(self._should_stop, self._wait, ticket=self) as ours:
+            model = getattr(self.task, "model", None) or None  # a task without one runs on the model loaded
+            with self.worker.turn(self._should_stop, self._wait, ticket=self, model=model) as ours:
                 if ours:
+                    if self.check is not None:
+                        self.check(self.task)
                     began = time.monotonic()
                     self.waiting = ""
                     self._progress(0, 0, 0)  # the followers stop showing a queue place
@@ -148,8 +161,16 @@ class Flights:
         self.lock = threading.Lock()
         self._flying: dict[Any, Flight] = {}
 
-    def join(self, task: Any, worker: ModelWorker, follower: Follower, size: int | None = None) -> Flight | Any:
-        """Follow the flight computing ``task``, starting one if none is; or its finished result, if stored.
+    def join(
+        self,
+        task: Any,
+        worker: ModelWorker,
+        follower: Follower,
+        size: int | None = None,
+        check: Callable[[Any], object] | None = None,
+    ) -> Flight | Any:
+        """Follow the flight computing ``task``, starting one if none is (with ``check``, see :class:`Flight`);
+        or its finished result, if stored.
 
         The follower at once gets the flight's progress and live trace so far."""
         with self.lock:
@@ -158,7 +179,7 @@ class Flights:
                 cached = self.store.get(task)
                 if cached is not None:
                     return cached
-                flight = self._flying[task] = Flight(self, task, worker, size)
+                flight = self._flying[task] = Flight(self, task, worker, size, check)
                 threading.Thread(target=flight._fly, name="ccviz-flight", daemon=True).start()
             flight.followers.append(follower)
             waiting, progress, live = flight.waiting, flight.progress, flight.live
