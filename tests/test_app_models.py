@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
+from test_app_reliability import _every_view
 
-from ccviz import RunConfig
-from ccviz.models import DEFAULT_MODEL, TINY_MODEL, installed_models
+from ccviz import RunConfig, Trace
+from ccviz.models import DEFAULT_MODEL, GEMMA_MODEL, TINY_MODEL, installed_models
 from ccviz.ui.jobs import Job, ResultStore
 from ccviz.worker.tasks import RunTask
 
@@ -23,11 +24,12 @@ def _app() -> AppTest:
     return at
 
 
-def _configure(at: AppTest, new_tokens: int) -> AppTest:
+def _configure(at: AppTest, new_tokens: int, cache_size: int = 16, policy: str = "sliding") -> AppTest:
+    """DOC (~60 tokens as a chat) under ``policy``: J=32 refreshes a few times, J=128 never (SmolLM2 quick)."""
     at.text_area(key="doc.text").set_value(DOC)
-    at.selectbox(key="run.policy").set_value("sliding")
-    at.number_input(key="run.J").set_value(16)
-    at.number_input(key="run.h").set_value(4)
+    at.selectbox(key="run.policy").set_value(policy)
+    at.number_input(key="run.J").set_value(cache_size)
+    at.number_input(key="run.h").set_value(cache_size // 4)
     at.number_input(key="run.max_new").set_value(new_tokens)
     return at.run()
 
@@ -61,7 +63,7 @@ def test_the_sidebar_offers_every_installed_model_and_a_switch_runs_on_the_chose
     assert DEFAULT_MODEL in installed_models()
 
     # A run on the server's model, then the same settings on SmolLM2: the worker switches in the run's turn.
-    _run(_configure(app, 4))
+    _run(_configure(app, 4, 32))
     tiny_trace = app.session_state["done.run"].results[0]
     assert tiny_trace.status == "complete" and tiny_trace.config["model"] == TINY_MODEL
     app.sidebar.selectbox(key="model").set_value(DEFAULT_MODEL).run()
@@ -87,7 +89,7 @@ def test_the_sidebar_offers_every_installed_model_and_a_switch_runs_on_the_chose
     app.sidebar.selectbox(key="model").set_value(TINY_MODEL).run()
     assert not _run(app) and app.session_state["done.run"].results[0] is tiny_trace
     assert tiny_worker.name == DEFAULT_MODEL
-    lines = _run(_configure(app, 5))
+    lines = _run(_configure(app, 5, 32))
     assert any(f"Switching to {TINY_MODEL}: the model loads, ~" in line for line in lines), lines  # measured now
     assert app.session_state["done.run"].results[0].config["model"] == TINY_MODEL
     assert tiny_worker.name == TINY_MODEL and tiny_worker.status().ready  # as the other tests expect it
@@ -102,6 +104,7 @@ def broken_checkpoint(tmp_path: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow  # ~45 s of four model loads; the default run has a failed first load (test_app_reliability.py)
 def test_a_model_that_cannot_load_says_so_and_the_other_model_stays_usable(monkeypatch, broken_checkpoint):
     from ccviz.ui.model import app_worker
 
@@ -119,7 +122,7 @@ def test_a_model_that_cannot_load_says_so_and_the_other_model_stays_usable(monke
         # SmolLM2 runs: the failed worker switches to it.
         menu.set_value(DEFAULT_MODEL).run()
         assert not app.button(key="btn.run").disabled
-        lines = _run(_configure(app, 3))
+        lines = _run(_configure(app, 3, 128))
         assert any(f"Switching to {DEFAULT_MODEL}" in line for line in lines), lines
         assert app.session_state["done.run"].results[0].config["model"] == DEFAULT_MODEL
 
@@ -135,7 +138,7 @@ def test_a_model_that_cannot_load_says_so_and_the_other_model_stays_usable(monke
 
         # And SmolLM2 again: the worker switches back, and the run works.
         app.sidebar.selectbox(key="model").set_value(DEFAULT_MODEL).run()
-        lines = _run(_configure(app, 6))  # settings of no other test: the result store is the process's
+        lines = _run(_configure(app, 6, 128))  # settings of no other test: the result store is the process's
         assert any(f"Switching to {DEFAULT_MODEL}: the model loads, ~" in line for line in lines), lines
         done = app.session_state["done.run"]
         assert not done.errors and done.results[0].status == "complete" and worker.status().ready
@@ -149,3 +152,41 @@ def test_a_task_for_a_model_the_app_does_not_have_is_refused_in_one_line(tiny_wo
     job = Job([RunTask("no-such-model", DOC, config)], tiny_worker, ResultStore()).start()
     assert job.wait(30) and job.results == [None]
     assert len(job.errors) == 1 and "the model 'no-such-model' is not installed here" in job.errors[0]
+
+
+@pytest.mark.skipif(GEMMA_MODEL not in installed_models(), reason="the extra gemma is not installed")
+def test_a_gemma_run_records_its_model_and_the_traces_page_draws_it_beside_another_models(monkeypatch, tiny_worker):
+    monkeypatch.setenv("CCVIZ_MODEL", TINY_MODEL)
+    app = _app()
+    try:
+        _run(_configure(app, 2, 32, "counter_causal_fast"))  # its signal recorded: the Signals view has one
+        tiny_trace = app.session_state["done.run"].results[0]
+        app.sidebar.selectbox(key="model").set_value(GEMMA_MODEL).run()
+        lines = _run(app)
+        assert any(f"Switching to {GEMMA_MODEL}" in line for line in lines), lines
+        done = app.session_state["done.run"]
+        gemma_trace = done.results[0]
+        assert not done.errors and gemma_trace.config["model"] == GEMMA_MODEL and gemma_trace.cycles
+        assert gemma_trace.tokens[0].text == "<bos>"  # Gemma's own tokens (its plain format), not SmolLM2's
+        for shown in _every_view(Trace.from_json(gemma_trace.to_json())):  # every figure a page draws of it
+            shown.encode("utf-8")
+
+        # The Traces page opens either model's file, alone and compared.
+        app.switch_page("pages/traces.py").run()
+        files = [
+            (f"{t.config['model']}.json", t.to_json().encode(), "application/json") for t in (tiny_trace, gemma_trace)
+        ]
+        app.file_uploader(key="up.traces").set_value(files).run()
+        assert not app.exception and not app.error
+        for pick in (0, 1):
+            app.selectbox(key="traces.pick").set_value(pick).run()
+            assert not app.exception and app.get("plotly_chart") and app.html
+        app.segmented_control(key="traces.view").set_value("Signals").run()
+        for mode in ("Highlight", "What survives", "Sentences"):
+            app.segmented_control(key="traces.signals.mode").set_value(mode).run()
+            assert not app.exception and not app.error and not app.info and app.html, mode
+        app.segmented_control(key="traces.view").set_value("Compare").run()
+        assert not app.exception and not app.error and len(app.get("plotly_chart")) >= 2
+    finally:
+        with tiny_worker.turn(lambda: False, lambda _: None, model=TINY_MODEL):  # the other tests' model again
+            pass
