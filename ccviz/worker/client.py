@@ -263,8 +263,8 @@ class ModelWorker:
                 other = model is not None and model != self.name
                 with self._turns:
                     first = self._queue[0] is ticket
-                if first and other and status.state in ("ready", "failed"):  # idle: nobody else holds it
-                    self._switch(model)  # type: ignore[arg-type]  # other implies a name
+                if model is not None and first and other and status.state in ("ready", "failed"):  # idle now
+                    self._switch(model)
                     continue
                 if status.state == "failed" and not other:
                     raise CcvizError(status.message)
