@@ -95,6 +95,23 @@ def test_the_sidebar_offers_every_installed_model_and_a_switch_runs_on_the_chose
     assert tiny_worker.name == TINY_MODEL and tiny_worker.status().ready  # as the other tests expect it
 
 
+def test_a_link_keeps_the_sessions_model(monkeypatch, tiny_worker):
+    monkeypatch.setenv("CCVIZ_MODEL", TINY_MODEL)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.query_params["model"] = DEFAULT_MODEL
+    at.run()
+    assert not at.exception and at.sidebar.selectbox(key="model").value == DEFAULT_MODEL
+    at.sidebar.selectbox(key="model").set_value(TINY_MODEL).run()
+    assert "model" not in at.query_params  # the server's model is the default: no need to say it
+    at.sidebar.selectbox(key="model").set_value(DEFAULT_MODEL).run()
+    assert DEFAULT_MODEL in str(at.query_params["model"])
+    unknown = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    unknown.query_params["model"] = "no-such-model"
+    unknown.run()
+    assert unknown.sidebar.selectbox(key="model").value == TINY_MODEL
+    assert any("model='no-such-model'" in w.value for w in unknown.warning)  # said, not silently dropped
+
+
 @pytest.fixture
 def broken_checkpoint(tmp_path: Path) -> Path:
     """A folder that passes the name check (a Llama config.json) but has no weights: its load fails."""

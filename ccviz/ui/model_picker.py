@@ -5,7 +5,7 @@ sessions pick: a classroom shares one machine. A session's runs carry the name o
 (every task does, so the result store never mixes two models' results), and when such a run's turn
 comes and the worker holds another model, the worker switches (:meth:`ccviz.worker.ModelWorker.turn`):
 the run says so and waits while the model loads, and runs of other sessions queue behind it in order
-of arrival, switching back in their own turn. No Streamlit state outside the session's choice.
+of arrival, switching back in their own turn. The choice joins the page's link (:mod:`.links`).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import streamlit as st
 
 from ..models import TINY_MODEL
 from ..worker import ModelInfo, ModelWorker, WorkerStatus
+from .links import linked_index
 from .model import app_worker
 
 MODEL_KEY = "model"  # the session's choice: a name of ModelWorker.models
@@ -78,15 +79,14 @@ def _label(worker: ModelWorker, name: str) -> str:
 def model_picker() -> WorkerStatus:
     """The sidebar's "Model" menu, then the worker's state in one line (polled until it settles)."""
     worker = app_worker()
-    st.session_state.setdefault(MODEL_KEY, worker.initial)
-    if st.session_state[MODEL_KEY] not in worker.sources:
-        st.session_state[MODEL_KEY] = worker.initial
     with st.sidebar:
         st.selectbox(
             "Model",
             worker.models,
+            index=linked_index(MODEL_KEY, worker.models, worker.initial),  # a shared link names its model
             format_func=lambda name: _label(worker, name),
             key=MODEL_KEY,
+            persist_state="session",
             help="The model this session's runs use. The server holds one model at a time: a run of another "
             "model switches it when the run's turn comes (the load takes seconds), and runs of other sessions "
             "wait meanwhile, then switch back in their own turn.",

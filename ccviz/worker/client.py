@@ -214,10 +214,13 @@ class ModelWorker:
 
     # ----- validation ------------------------------------------------------------------------
     def check(self, task: Any) -> Any:
-        """``task.check(lm)`` in the worker, answered even while a run holds the model."""
+        """``task.check(lm)`` in the worker, answered even while a run holds the model; a task of another model
+        than the one loaded (a switch came between the caller's look and this) is refused in one line."""
         status = self.status()
         if not status.ready:
             raise CcvizError(status.message)
+        if getattr(task, "model", None) not in (None, "", self.name):
+            raise CcvizError(f"the model worker has just switched to {self.name}: click again (your run switches back)")
         with self._check_lock:
             checks = self._checks
             try:
