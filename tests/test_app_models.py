@@ -6,11 +6,13 @@ import time
 from pathlib import Path
 
 import pytest
+from hold_task import Hold
 from streamlit.testing.v1 import AppTest
 from test_app_reliability import _every_view
 
 from ccviz import RunConfig, Trace
 from ccviz.models import DEFAULT_MODEL, GEMMA_MODEL, TINY_MODEL, installed_models
+from ccviz.ui.eta import Ahead, RunSpeeds, estimate_wait
 from ccviz.ui.jobs import Job, ResultStore
 from ccviz.worker.tasks import RunTask
 
@@ -110,6 +112,38 @@ def test_a_link_keeps_the_sessions_model(monkeypatch, tiny_worker):
     unknown.run()
     assert unknown.sidebar.selectbox(key="model").value == TINY_MODEL
     assert any("model='no-such-model'" in w.value for w in unknown.warning)  # said, not silently dropped
+
+
+def _until(condition, what: str, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def test_a_queued_runs_wait_counts_each_switch_of_model_ahead_of_it(monkeypatch, tiny_worker):
+    """Behind a run holding the tiny model: a SmolLM2 run (a switch), a tiny run (a switch back), then ours."""
+    monkeypatch.setitem(tiny_worker.load_seconds, DEFAULT_MODEL, 8.0)
+    monkeypatch.setitem(tiny_worker.load_seconds, TINY_MODEL, 3.0)
+    store = ResultStore()
+    hold = Job([Hold()], tiny_worker, store).start()
+    _until(lambda: hold.progress.processed == 1, "the hold to take the model")
+    config = RunConfig(policy="sliding", cache_size=16, chunk_size=4, max_new_tokens=2)
+    queued = [
+        Job([RunTask(model, DOC, config.replace(max_new_tokens=n))], tiny_worker, store, sizes=[100]).start()
+        for model, n in ((DEFAULT_MODEL, 2), (TINY_MODEL, 3), (TINY_MODEL, 4))
+    ]
+    try:
+        _until(lambda: all(job._flight is not None and job.progress.waiting for job in queued), "the runs to queue")
+        assert queued[2]._flight.ahead() == [Ahead(None, 1), Ahead(100, 0, 8.0), Ahead(100, 0, 3.0)]
+        speeds = RunSpeeds()
+        speeds.record(100, 1.0)
+        assert estimate_wait(queued[2]._flight.ahead(), speeds) == pytest.approx(1 + 8 + 1 + 3 + 1)
+    finally:
+        for job in (*reversed(queued), hold):  # none reaches the model: nothing switches
+            job.cancel()
+            assert job.wait(30)
+    assert tiny_worker.name == TINY_MODEL
 
 
 @pytest.fixture

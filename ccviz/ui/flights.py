@@ -59,6 +59,7 @@ class Flight:
         check: Callable[[Any], object] | None = None,
     ):
         self.flights, self.task, self.worker, self.size, self.check = flights, task, worker, size, check
+        self.model: str | None = getattr(task, "model", None) or None  # None: it runs on the model loaded
         self.followers: list[Follower] = []
         self.stopping = False  # no follower wanted it at a check: closed to newcomers, it ends
         self.waiting = ""  # the worker's last wait reason ("" once the run holds the model)
@@ -72,8 +73,7 @@ class Flight:
     def _fly(self) -> None:
         began = None
         try:
-            model = getattr(self.task, "model", None) or None  # a task without one runs on the model loaded
-            with self.worker.turn(self._should_stop, self._wait, ticket=self, model=model) as ours:
+            with self.worker.turn(self._should_stop, self._wait, ticket=self, model=self.model) as ours:
                 if ours:
                     if self.check is not None:
                         self.check(self.task)
@@ -138,10 +138,17 @@ class Flight:
             return True
 
     def ahead(self) -> list[Ahead]:
-        """The distinct runs queued before this one in the worker, the one holding the model first."""
+        """The distinct runs queued before this one in the worker, the one holding the model first; each run
+        of another model than the one before it counts that model's load (the switch)."""
         queue = self.worker.queued()
         mine = queue.index(self) if self in queue else len(queue)
-        return [Ahead(run.size, run.progress[1]) if isinstance(run, Flight) else Ahead(None) for run in queue[:mine]]
+        ahead, model = [], self.worker.name
+        for run in queue[:mine]:
+            wanted = run.model if isinstance(run, Flight) else None
+            load = self.worker.load_seconds.get(wanted, 0.0) if wanted not in (None, model) else 0.0
+            model = wanted or model
+            ahead.append(Ahead(run.size, run.progress[1], load) if isinstance(run, Flight) else Ahead(None, 0, load))
+        return ahead
 
     def queue_line(self) -> str:
         """``2 runs ahead, about 15 s``: this run's place and estimated wait."""
