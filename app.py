@@ -6,7 +6,7 @@ from ccviz.errors import CcvizError
 from ccviz.plugins import load_plugins
 from ccviz.ui import links
 from ccviz.ui.frame import ensure_app_frame
-from ccviz.ui.model import model_status_line
+from ccviz.ui.model_picker import model_picker
 from ccviz.ui.views import chart_settings
 
 ensure_app_frame()  # a fresh server's first run goes through st.navigation, not the legacy pages/ folder
@@ -25,7 +25,7 @@ try:
     load_plugins()  # policies of CCVIZ_PLUGINS join the menus (the worker imports them too)
 except CcvizError as err:
     st.error(str(err))
-model_status_line()
+model_picker()  # the session's model and the worker's state, in the sidebar
 with st.sidebar:
     chart_settings()
 page.run()

@@ -69,17 +69,25 @@ def _gemma_gguf(scratch: Path) -> Path:
 
 @dataclass(frozen=True)
 class EmbeddedModel:
-    """A model ccviz converts itself: its name (what ``--model`` and ``CCVIZ_MODEL`` say) and where its
-    GGUF comes from (``gguf(scratch)``: the file's path, writing into the folder ``scratch`` if it must)."""
+    """A model ccviz converts itself: its name (what ``--model`` and ``CCVIZ_MODEL`` say), where its GGUF
+    comes from (``gguf(scratch)``: the file's path, writing into the folder ``scratch`` if it must) and the
+    package that ships it (whether it is installed)."""
 
     name: str
     gguf: Callable[[Path], Path]
+    package: str
 
 
 EMBEDDED = {
-    DEFAULT_MODEL: EmbeddedModel(DEFAULT_MODEL, _smollm_gguf),
-    GEMMA_MODEL: EmbeddedModel(GEMMA_MODEL, _gemma_gguf),
+    DEFAULT_MODEL: EmbeddedModel(DEFAULT_MODEL, _smollm_gguf, GGUF_PACKAGE),
+    GEMMA_MODEL: EmbeddedModel(GEMMA_MODEL, _gemma_gguf, GEMMA_PACKAGE),
 }
+
+
+def installed_models() -> list[str]:
+    """The embedded models whose packages are installed, default first; found without importing or loading
+    anything (the app's model menu lists them)."""
+    return [name for name, model in EMBEDDED.items() if importlib.util.find_spec(model.package) is not None]
 
 
 def quiet_transformers() -> None:

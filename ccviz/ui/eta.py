@@ -4,7 +4,8 @@ Runs take the model one at a time, so a run's wait is the rest of the run holdin
 distinct run queued before it (identical runs are computed once: :mod:`ccviz.ui.flights`). Each is
 estimated as its tokens (prompt + max new tokens, what the worker will process at most) times the median
 seconds per token of recent runs: a median, so one run slowed by a busy machine does not swing every
-estimate. A run whose size is unknown (not a generation) counts as the median run. Plain Python, no Streamlit.
+estimate. A run whose size is unknown (not a generation) counts as the median run. A run that switches the
+worker to another model first adds that model's last load time here. Plain Python, no Streamlit.
 """
 
 from __future__ import annotations
@@ -20,10 +21,12 @@ RECENT_RUNS = 20  # how many finished runs the speed is the median of
 
 @dataclass(frozen=True)
 class Ahead:
-    """One distinct run ahead in the queue: its size in tokens (None: unknown) and the tokens it has done."""
+    """One distinct run ahead in the queue: its size in tokens (None: unknown), the tokens it has done, and
+    the seconds of the model load before it (a switch to its model; 0: none, or never measured)."""
 
     size: int | None
     processed: int = 0
+    load: float = 0.0
 
 
 class RunSpeeds:
@@ -57,7 +60,9 @@ def estimate_wait(ahead: Sequence[Ahead], speeds: RunSpeeds) -> float | None:
     per_token, per_run = speeds.per_token(), speeds.per_run()
     if per_token is None or per_run is None:
         return None
-    return sum(per_run if run.size is None else per_token * max(run.size - run.processed, 0) for run in ahead)
+    return sum(
+        run.load + (per_run if run.size is None else per_token * max(run.size - run.processed, 0)) for run in ahead
+    )
 
 
 def wait_text(seconds: float) -> str:

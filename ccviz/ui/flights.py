@@ -45,10 +45,21 @@ class Follower:
 
 
 class Flight:
-    """One task computed once in the worker, for every follower (identity equality: it is a worker ticket)."""
+    """One task computed once in the worker, for every follower (identity equality: it is a worker ticket).
 
-    def __init__(self, flights: Flights, task: Any, worker: ModelWorker, size: int | None):
-        self.flights, self.task, self.worker, self.size = flights, task, worker, size
+    The task runs on its own model (``task.model``; the worker switches to it in the flight's turn), after
+    ``check(task)`` if given: a run validated only once its model is loaded (:func:`~ccviz.ui.jobs.check_run`)."""
+
+    def __init__(
+        self,
+        flights: Flights,
+        task: Any,
+        worker: ModelWorker,
+        size: int | None,
+        check: Callable[[Any], object] | None = None,
+    ):
+        self.flights, self.task, self.worker, self.size, self.check = flights, task, worker, size, check
+        self.model: str | None = getattr(task, "model", None) or None  # None: it runs on the model loaded
         self.followers: list[Follower] = []
         self.stopping = False  # no follower wanted it at a check: closed to newcomers, it ends
         self.waiting = ""  # the worker's last wait reason ("" once the run holds the model)
@@ -62,8 +73,10 @@ class Flight:
     def _fly(self) -> None:
         began = None
         try:
-            with self.worker.turn(self._should_stop, self._wait, ticket=self) as ours:
+            with self.worker.turn(self._should_stop, self._wait, ticket=self, model=self.model) as ours:
                 if ours:
+                    if self.check is not None:
+                        self.check(self.task)
                     began = time.monotonic()
                     self.waiting = ""
                     self._progress(0, 0, 0)  # the followers stop showing a queue place
@@ -125,10 +138,17 @@ class Flight:
             return True
 
     def ahead(self) -> list[Ahead]:
-        """The distinct runs queued before this one in the worker, the one holding the model first."""
+        """The distinct runs queued before this one in the worker, the one holding the model first; each run
+        of another model than the one before it counts that model's load (the switch)."""
         queue = self.worker.queued()
         mine = queue.index(self) if self in queue else len(queue)
-        return [Ahead(run.size, run.progress[1]) if isinstance(run, Flight) else Ahead(None) for run in queue[:mine]]
+        ahead, model = [], self.worker.name
+        for run in queue[:mine]:
+            wanted = run.model if isinstance(run, Flight) else None
+            load = self.worker.load_seconds.get(wanted, 0.0) if wanted not in (None, model) else 0.0
+            model = wanted or model
+            ahead.append(Ahead(run.size, run.progress[1], load) if isinstance(run, Flight) else Ahead(None, 0, load))
+        return ahead
 
     def queue_line(self) -> str:
         """``2 runs ahead, about 15 s``: this run's place and estimated wait."""
@@ -148,8 +168,16 @@ class Flights:
         self.lock = threading.Lock()
         self._flying: dict[Any, Flight] = {}
 
-    def join(self, task: Any, worker: ModelWorker, follower: Follower, size: int | None = None) -> Flight | Any:
-        """Follow the flight computing ``task``, starting one if none is; or its finished result, if stored.
+    def join(
+        self,
+        task: Any,
+        worker: ModelWorker,
+        follower: Follower,
+        size: int | None = None,
+        check: Callable[[Any], object] | None = None,
+    ) -> Flight | Any:
+        """Follow the flight computing ``task``, starting one if none is (with ``check``, see :class:`Flight`);
+        or its finished result, if stored.
 
         The follower at once gets the flight's progress and live trace so far."""
         with self.lock:
@@ -158,7 +186,7 @@ class Flights:
                 cached = self.store.get(task)
                 if cached is not None:
                     return cached
-                flight = self._flying[task] = Flight(self, task, worker, size)
+                flight = self._flying[task] = Flight(self, task, worker, size, check)
                 threading.Thread(target=flight._fly, name="ccviz-flight", daemon=True).start()
             flight.followers.append(follower)
             waiting, progress, live = flight.waiting, flight.progress, flight.live

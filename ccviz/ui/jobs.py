@@ -94,7 +94,9 @@ class Job:
     A task another job of the same store is already computing is followed, not run again
     (:class:`~ccviz.ui.flights.Flight`): a job that stops while others follow leaves with the
     refreshes so far, and the run goes on for them. ``sizes[i]`` is task i's size in tokens (prompt +
-    max new tokens, None or absent if unknown), for the queue's estimated wait.
+    max new tokens, None or absent if unknown), for the queue's estimated wait. ``check`` validates a task
+    once its model is loaded, before it runs (for runs whose model was not loaded at the click: see
+    :func:`check_run`).
     """
 
     tasks: list[Any]
@@ -103,6 +105,7 @@ class Job:
     owner_connected: Callable[[], bool] | None = None
     abandon_after: float = DEFAULT_ABANDON_SECONDS
     sizes: list[int | None] = field(default_factory=list)
+    check: Callable[[Any], object] | None = None
     results: list[Any] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     progress: Progress = field(default_factory=Progress)
@@ -198,7 +201,7 @@ class Job:
             self.live = None
             try:
                 joined = self.store.flights.join(
-                    task, self.worker, follower, self.sizes[i] if i < len(self.sizes) else None
+                    task, self.worker, follower, self.sizes[i] if i < len(self.sizes) else None, self.check
                 )
                 if not isinstance(joined, Flight):  # finished meanwhile: stored
                     self.results[i] = joined

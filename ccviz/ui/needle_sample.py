@@ -2,13 +2,11 @@
 
 The user picks a context length, a depth and what the needle states (or a RULER-style task); the
 harness's own generator (:mod:`ccviz.bench.data.haystack`) writes the document and question, counted in
-the app model's tokens, and the budget is set as the benchmark sets it (J = 25% of the document,
+the session's model's tokens, and the budget is set as the benchmark sets it (J = 25% of the document,
 h = J/4). The needle's sentence is remembered, so the Run page can mark its tokens.
 """
 
 from __future__ import annotations
-
-import os
 
 import streamlit as st
 
@@ -19,7 +17,7 @@ from ..bench.tasks.survival import prepare
 from ..errors import CcvizError
 from ..models import load_tokenizer
 from .limits import max_tokens
-from .model import MODEL_ENV
+from .model_picker import chosen_source
 
 NEEDLE_KEY = "doc.needle"  # the generated needle's sentence, while the text box still holds its document
 BUDGET = NeedleSettings().budgets[0]
@@ -45,7 +43,7 @@ def _generate() -> None:
     state = st.session_state
     task = state["needle.task"]
     try:
-        tokenizer = _tokenizer(os.environ.get(MODEL_ENV) or None)
+        tokenizer = _tokenizer(chosen_source())  # counted in the session's model's tokens
         case = make_haystack_case(
             tokenizer,
             task,

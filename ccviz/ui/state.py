@@ -23,6 +23,7 @@ from ..worker.tasks import RunTask
 from .jobs import Job, ResultStore, check_run
 from .limits import abandon_seconds, max_tokens, result_cache_size
 from .model import app_worker
+from .model_picker import runs_loaded, session_model
 
 HISTORY_SIZE = 24
 # How often a page with a running job asks for its progress. Each poll is a fragment rerun: ~10 ms of
@@ -56,11 +57,13 @@ def session_connected() -> Callable[[], bool]:
     return lambda: runtime.is_active_session(session_id)
 
 
-def start_job(page: str, tasks: list, sizes: list[int | None] | None = None) -> Job:
+def start_job(
+    page: str, tasks: list, sizes: list[int | None] | None = None, check: Callable[[object], object] | None = None
+) -> Job:
     """Start the page's job (cached tasks are filled at once) and remember it in the session.
 
     The job stops by itself if the session's tab is closed (:attr:`Job.owner_connected`); ``sizes`` (tokens
-    per task) give a queued run its estimated wait.
+    per task) give a queued run its estimated wait; ``check`` validates a task once its model is loaded.
     """
     job = Job(
         tasks=tasks,
@@ -69,6 +72,7 @@ def start_job(page: str, tasks: list, sizes: list[int | None] | None = None) -> 
         owner_connected=session_connected(),
         abandon_after=abandon_seconds(),
         sizes=sizes or [],
+        check=check,
     ).start()
     st.session_state[f"job.{page}"] = job
     return job
@@ -162,32 +166,40 @@ def run_controls(
     With a ``live_view``, a running job is drawn by it as it goes and the last finished job is not
     returned meanwhile (the live figure takes its place; the job's end brings the final one).
 
-    ``make_tasks(model)`` builds the tasks; every :class:`RunTask` is validated by the model worker
-    (model and app token limits included) before anything starts, and a problem is shown as one
-    message with nothing run. The button is disabled while the page's job runs or the model loads.
+    ``make_tasks(model)`` builds the tasks for the session's model (:mod:`.model_picker`); every
+    :class:`RunTask` is validated by the model worker (model and app token limits included) before
+    anything starts, and a problem is shown as one message with nothing run; a task whose model the
+    worker does not hold is validated once it has switched to it, before it runs. The button is
+    disabled while the page's job runs or the session's model loads.
     """
     job = running_job(page)
     worker = app_worker()
-    status = worker.status()
-    waiting = None if status.ready else "The model is not ready yet: see the line at the top of the sidebar."
+    model = session_model()
     if st.button(
         label,
         type="primary",
-        disabled=job is not None or not status.ready,
+        disabled=job is not None or model.blocked is not None,
         key=f"btn.{page}",
         icon=":material/play_arrow:",
-        help=waiting,
+        help=model.blocked,
     ):
         try:
-            if not status.ready:
-                raise CcvizError(status.message)
-            tasks = make_tasks(status.model)
+            if model.blocked is not None:
+                raise CcvizError(model.blocked)
+            tasks = make_tasks(model.info)
             limit = max_tokens()
-            sizes = [  # prompt + new tokens: what a queued run behind this one waits for
-                check_run(worker, task, limit) + task.config.max_new_tokens if isinstance(task, RunTask) else None
-                for task in tasks
-            ]
-            start_job(page, tasks, sizes)
+            if runs_loaded(tasks):
+                sizes = [  # prompt + new tokens: what a queued run behind this one waits for
+                    check_run(worker, task, limit) + task.config.max_new_tokens if isinstance(task, RunTask) else None
+                    for task in tasks
+                ]
+                start_job(page, tasks, sizes)
+            else:  # the worker switches models first: each run is validated in its turn, on its own model
+                start_job(
+                    page,
+                    tasks,
+                    check=lambda task: check_run(worker, task, limit) if isinstance(task, RunTask) else None,
+                )
         except CcvizError as err:
             st.error(str(err))
         else:

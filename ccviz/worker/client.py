@@ -6,6 +6,11 @@ loaded, then :meth:`ModelWorker.execute` sends the task and pumps its events int
 callbacks. Everything here blocks on pipes, not on Python work, so a waiting server thread costs the
 worker nothing. If the process dies, the caller gets :class:`WorkerDied` with the partial trace
 streamed so far, and a new process is started at once.
+
+The process holds one model at a time (memory: a classroom shares one server), but a caller may ask
+:meth:`ModelWorker.turn` for another of :attr:`ModelWorker.models`: when its turn comes, the process is
+replaced by one that loads that model, and the callers queued behind it keep their places; a later
+caller of the first model switches back in its own turn.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
@@ -25,7 +31,7 @@ from typing import Any
 
 from ..engine import GenerationFailed, ProgressCallback, RefreshCallback
 from ..errors import CcvizError
-from ..models import DEFAULT_MODEL
+from ..models import installed_models, model_name
 from ..trace import Trace
 from . import protocol as msg
 from .protocol import WorkerStatus, describe_exit
@@ -46,14 +52,22 @@ class WorkerDied(RuntimeError):
 
 
 class ModelWorker:
-    """One model in its own process, shared by every session of the server; runs queue in order of arrival.
+    """One model at a time in its own process, shared by every session of the server; runs queue in order
+    of arrival, and a run for another model switches the process to it in its turn.
 
     The process is ``python -m ccviz.worker`` with this interpreter and import path; it ends with the
-    server (at exit here, or by itself when its pipes close).
+    server (at exit here, or by itself when its pipes close). ``model`` is what it loads first (a
+    checkpoint folder, ``tiny-random``, an embedded model's name; None: the default); it may switch to
+    any of :attr:`models`: that one and the installed embedded models.
     """
 
     def __init__(self, model: str | None = None, plugins: tuple[str, ...] = ()):
         self.model, self.plugins = model, plugins
+        self.initial = _name(model)  # what the server was started with: the app's first choice
+        self.name = self.initial  # the model of the process now (loaded, loading or failed)
+        # name -> what load_model takes
+        self.sources = {self.initial: model} | {name: name for name in installed_models() if name != self.initial}
+        self.load_seconds: dict[str, float] = {}  # each model's last load here, in seconds (the switch's estimate)
         self.restarts = 0
         self._death = ""  # the last death, in words
         self._lock = threading.Lock()  # guards the process, its pipes and the status
@@ -62,8 +76,13 @@ class ModelWorker:
         self._turns = threading.Condition()
         self._settled = threading.Event()  # loaded, or failed to load (the status says which)
         self._generation = 0
-        self._spawn(WorkerStatus("loading", f"Loading {model or DEFAULT_MODEL} in the model worker…"))
+        self._spawn(WorkerStatus("loading", f"Loading {self.initial} in the model worker…"))
         atexit.register(self.close)
+
+    @property
+    def models(self) -> list[str]:
+        """The names of the models this worker can load (and so run tasks for), the first one first."""
+        return list(self.sources)
 
     # ----- process life ----------------------------------------------------------------------
     def _spawn(self, status: WorkerStatus) -> None:
@@ -92,12 +111,12 @@ class ModelWorker:
         self._settled.clear()
         threading.Thread(
             target=self._await_ready,
-            args=(self._generation, process, jobs),
+            args=(self._generation, process, jobs, time.monotonic()),
             name="ccviz-worker-start",
             daemon=True,
         ).start()
 
-    def _await_ready(self, generation: int, process, jobs) -> None:
+    def _await_ready(self, generation: int, process, jobs, began: float) -> None:
         try:
             kind, payload = jobs.recv()
         except (EOFError, OSError):
@@ -109,12 +128,14 @@ class ModelWorker:
             if generation != self._generation:
                 return
             if kind == msg.READY:
+                self.load_seconds[self.name] = time.monotonic() - began
                 self._status = WorkerStatus(
                     "ready", f"Model: {payload.name} ({payload.max_positions:,} positions) · ready", payload
                 )
                 log.info("ccviz: model worker ready (pid %s, %s)", process.pid, payload.name)
             else:
-                self._status = WorkerStatus("failed", f"The model could not be loaded: {payload}")
+                said = "" if self.name in payload else f"{self.name}: "  # a folder's error names it already
+                self._status = WorkerStatus("failed", f"The model could not be loaded: {said}{payload}")
                 log.error("ccviz: %s", self._status.message)
             self._settled.set()
         with self._turns:
@@ -167,18 +188,39 @@ class ModelWorker:
         with self._lock:
             self._generation += 1
             self._status = WorkerStatus("failed", "The model worker was closed.")
-            self._process.terminate()
-            if self._exit_code(self._process) is None:
-                self._process.kill()
-                self._process.wait()
-            self._close_pipes()
+            self._end_process()
+
+    def _end_process(self) -> None:
+        """Terminate the process (killed if it does not go) and close our pipes (called with the lock held)."""
+        self._process.terminate()
+        if self._exit_code(self._process) is None:
+            self._process.kill()
+            self._process.wait()
+        self._close_pipes()
+
+    def load_estimate(self, name: str) -> str:
+        """How long loading ``name`` takes, in words: its last load here, if it has loaded here before."""
+        seconds = self.load_seconds.get(name)
+        return f"~{seconds:.0f} s" if seconds is not None else "seconds, or minutes on its first load ever (converting)"
+
+    def _switch(self, name: str) -> None:
+        """Replace the idle process by one that loads ``name`` (called by the caller whose turn it is)."""
+        with self._lock:
+            log.info("ccviz: the model worker switches from %s to %s", self.name, name)
+            self._end_process()
+            self.model, self.name = self.sources[name], name
+            line = f"Switching to {name}: the model loads, {self.load_estimate(name)}; runs of other models wait."
+            self._spawn(WorkerStatus("loading", line))
 
     # ----- validation ------------------------------------------------------------------------
     def check(self, task: Any) -> Any:
-        """``task.check(lm)`` in the worker, answered even while a run holds the model."""
+        """``task.check(lm)`` in the worker, answered even while a run holds the model; a task of another model
+        than the one loaded (a switch came between the caller's look and this) is refused in one line."""
         status = self.status()
         if not status.ready:
             raise CcvizError(status.message)
+        if getattr(task, "model", None) not in (None, "", self.name):
+            raise CcvizError(f"the model worker has just switched to {self.name}: click again (your run switches back)")
         with self._check_lock:
             checks = self._checks
             try:
@@ -199,25 +241,38 @@ class ModelWorker:
     # ----- runs ------------------------------------------------------------------------------
     @contextlib.contextmanager
     def turn(
-        self, should_stop: Callable[[], bool], on_wait: WaitCallback, ticket: object | None = None
+        self,
+        should_stop: Callable[[], bool],
+        on_wait: WaitCallback,
+        ticket: object | None = None,
+        model: str | None = None,
     ) -> Iterator[bool]:
         """Wait, first come first served, for the model; yields True with it, or False if stopped first.
 
         ``ticket`` stands for the caller in :meth:`queued` (the app's shared runs pass themselves, so a
-        queued run can tell which runs are ahead of it). Raises :class:`CcvizError` if the model cannot be
-        loaded at all.
+        queued run can tell which runs are ahead of it). ``model`` (one of :attr:`models`; None: whichever
+        is loaded) is the model the caller needs: if another is loaded when its turn comes, the process
+        switches to it first (the callers behind it wait). Raises :class:`CcvizError` if the model cannot
+        be loaded, or is not one of :attr:`models`.
         """
+        if model is not None and model not in self.sources:
+            raise CcvizError(f"the model {model!r} is not installed here: this app runs {', '.join(self.models)}")
         ticket = object() if ticket is None else ticket
         with self._turns:
             self._queue.append(ticket)
         try:
             while True:
                 status = self.status()  # also restarts a worker found dead while idle
-                if status.state == "failed":
-                    raise CcvizError(status.message)
+                other = model is not None and model != self.name
                 with self._turns:
                     first = self._queue[0] is ticket
-                    if first and status.ready:
+                if model is not None and first and other and status.state in ("ready", "failed"):  # idle now
+                    self._switch(model)
+                    continue
+                if status.state == "failed" and not other:
+                    raise CcvizError(status.message)
+                with self._turns:
+                    if first and status.ready and not other:
                         break
                     self._turns.wait(POLL_SECONDS)
                 if should_stop():
@@ -294,3 +349,12 @@ class ModelWorker:
             if live is not None:
                 live.error, live.stop_reason = message, "error"
             raise WorkerDied(message, live) from None
+
+
+def _name(model: str | None) -> str:
+    """A model's name as its runs record it; a folder that cannot be checked keeps its path (its load fails
+    and the status says why)."""
+    try:
+        return model_name(model)
+    except CcvizError:
+        return str(model)

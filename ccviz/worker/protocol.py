@@ -26,10 +26,11 @@ State = Literal["loading", "ready", "restarting", "failed"]
 
 @dataclass(frozen=True)
 class ModelInfo:
-    """What the server needs to know of the worker's model (it never holds the model itself)."""
+    """What the server needs to know of the worker's model (it never holds the model itself);
+    ``max_positions`` is None for a model the app names before the worker has loaded it."""
 
     name: str
-    max_positions: int
+    max_positions: int | None = None
 
 
 @dataclass(frozen=True)
