@@ -15,9 +15,8 @@ import streamlit as st
 from ..plugins import plugin_modules
 from ..worker import ModelWorker
 
-MODEL_ENV = (
-    "CCVIZ_MODEL"  # the model the worker loads first: a checkpoint folder, an embedded model's name, tiny-random
-)
+# The model the worker loads first: a checkpoint folder, an embedded model's name, or tiny-random.
+MODEL_ENV = "CCVIZ_MODEL"
 
 
 @st.cache_resource(show_spinner=False)

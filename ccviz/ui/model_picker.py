@@ -64,7 +64,7 @@ def runs_loaded(tasks: Sequence[object]) -> bool:
     """Whether the worker holds, ready, the model of every task (untagged tasks run on any): then they are
     validated at the click; otherwise once their model is loaded (:attr:`ccviz.ui.jobs.Job.check`)."""
     worker = app_worker()
-    return worker.status().ready and all(getattr(task, "model", None) in (None, "", worker.name) for task in tasks)
+    return worker.status().ready and all(worker.holds(task) for task in tasks)
 
 
 def _label(worker: ModelWorker, name: str) -> str:

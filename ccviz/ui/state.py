@@ -188,18 +188,18 @@ def run_controls(
                 raise CcvizError(model.blocked)
             tasks = make_tasks(model.info)
             limit = max_tokens()
+
+            def validate(task: object) -> int | None:
+                """A run's prompt tokens, once the worker has checked it (None: not a run)."""
+                return check_run(worker, task, limit) if isinstance(task, RunTask) else None
+
             if runs_loaded(tasks):
                 sizes = [  # prompt + new tokens: what a queued run behind this one waits for
-                    check_run(worker, task, limit) + task.config.max_new_tokens if isinstance(task, RunTask) else None
-                    for task in tasks
+                    None if (n := validate(task)) is None else n + task.config.max_new_tokens for task in tasks
                 ]
                 start_job(page, tasks, sizes)
             else:  # the worker switches models first: each run is validated in its turn, on its own model
-                start_job(
-                    page,
-                    tasks,
-                    check=lambda task: check_run(worker, task, limit) if isinstance(task, RunTask) else None,
-                )
+                start_job(page, tasks, check=validate)
         except CcvizError as err:
             st.error(str(err))
         else:

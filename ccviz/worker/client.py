@@ -212,6 +212,10 @@ class ModelWorker:
             line = f"Switching to {name}: the model loads, {self.load_estimate(name)}; runs of other models wait."
             self._spawn(WorkerStatus("loading", line))
 
+    def holds(self, task: Any) -> bool:
+        """Whether ``task`` runs on the model this process holds (a task naming no model runs on any)."""
+        return getattr(task, "model", None) in (None, "", self.name)
+
     # ----- validation ------------------------------------------------------------------------
     def check(self, task: Any) -> Any:
         """``task.check(lm)`` in the worker, answered even while a run holds the model; a task of another model
@@ -219,7 +223,7 @@ class ModelWorker:
         status = self.status()
         if not status.ready:
             raise CcvizError(status.message)
-        if getattr(task, "model", None) not in (None, "", self.name):
+        if not self.holds(task):
             raise CcvizError(f"the model worker has just switched to {self.name}: click again (your run switches back)")
         with self._check_lock:
             checks = self._checks
