@@ -159,13 +159,13 @@ class Protocol:
     def click_run(self, tab: ProtocolTab) -> float:
         tab.press("Run", TIMEOUT_MS / 1000)
         at = time.perf_counter()
-        tab.wait(lambda seen: bool(_drawn(seen, "progress") or _drawn(seen, "metric")), TIMEOUT_MS / 1000)
+        tab.wait(lambda seen: bool(tab.shown("progress") or tab.shown("metric")), TIMEOUT_MS / 1000)
         return at
 
     def finished(self, tab: ProtocolTab) -> bool:
         """The result's page is built and sent: its metrics and its heatmap, the run that drew them ended."""
-        seen = tab.seen
-        return not seen.running_full and tab.metric("Prompt tokens") is not None and bool(_drawn(seen, "plotly_chart"))
+        done = tab.metric("Prompt tokens") is not None and bool(tab.shown("plotly_chart"))
+        return done and not tab.seen.running_full
 
     def result(self, tab: ProtocolTab, seconds: float) -> Seen:
         output = next((code.code_text for code in tab.shown("code")), "")
@@ -177,10 +177,6 @@ class Protocol:
 
     def clients(self) -> list[psutil.Process]:
         return [psutil.Process()]  # every tab is a thread of this script
-
-
-def _drawn(seen, kind: str) -> list:
-    return [e for e in list(seen.elements.values()) if e.WhichOneof("type") == kind]
 
 
 def _model_ready(tab: ProtocolTab) -> bool:

@@ -55,7 +55,7 @@ class ProtocolTab:
         self.seen = RunState()
         self.closed = False
         self._send_lock = threading.Lock()
-        self._changed = threading.Condition()
+        self._changed = threading.Condition(threading.RLock())  # a wait condition may call shown()
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
         self.rerun()
@@ -118,7 +118,7 @@ class ProtocolTab:
     # ----- what the page shows -----------------------------------------------------------------
     def shown(self, kind: str) -> list[Any]:
         """Every element of ``kind`` (an Element oneof name: ``metric``, ``code``, ``progress``, ...) on the
-        newest full run's page, in page order."""
+        newest full run's page, in page order (callable from a :meth:`wait` condition: the lock is reentrant)."""
         with self._changed:
             items = sorted(self.seen.elements.items())
         return [getattr(element, kind) for _, element in items if element.WhichOneof("type") == kind]
@@ -130,11 +130,7 @@ class ProtocolTab:
         found: list[Any] = []
 
         def drawn(seen: RunState) -> bool:
-            found[:] = [
-                getattr(e, kind)
-                for e in seen.elements.values()
-                if e.WhichOneof("type") == kind and getattr(e, kind).label == label and not getattr(e, kind).disabled
-            ]
+            found[:] = [widget for widget in self.shown(kind) if widget.label == label and not widget.disabled]
             return bool(found) and not seen.running_full
 
         self.wait(drawn, timeout)
