@@ -205,6 +205,7 @@ def test_a_task_for_a_model_the_app_does_not_have_is_refused_in_one_line(tiny_wo
     assert len(job.errors) == 1 and "the model 'no-such-model' is not installed here" in job.errors[0]
 
 
+@pytest.mark.slow  # a real Gemma switch and run, 15-40 s: the default run switches models on the tiny one
 @pytest.mark.skipif(GEMMA_MODEL not in installed_models(), reason="the extra gemma is not installed")
 def test_a_gemma_run_records_its_model_and_the_traces_page_draws_it_beside_another_models(monkeypatch, tiny_worker):
     monkeypatch.setenv("CCVIZ_MODEL", TINY_MODEL)
