@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import torch
-from transformers.models.llama.modeling_llama import rotate_half
 
 from ..cache import CacheState, Candidates
 from ..capture import decoder_layers, layer_rope
@@ -84,8 +83,11 @@ def rope(
 
 
 def rotated(queries: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """``queries`` ``[..., rows, head_dim]`` rotated as the model rotates them (cos/sin ``[rows, head_dim]``)."""
-    return queries * cos + rotate_half(queries) * sin
+    """``queries`` ``[..., rows, head_dim]`` rotated as the model rotates them (cos/sin ``[rows, head_dim]``):
+    the half-split RoPE of Llama, Qwen2, Mistral and Gemma, written here so that importing ccviz does not
+    import a model's modelling module (seconds of every CLI start)."""
+    first, second = queries.chunk(2, dim=-1)
+    return queries * cos + torch.cat((-second, first), dim=-1) * sin
 
 
 def attention_scale(model: torch.nn.Module) -> float:
