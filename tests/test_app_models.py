@@ -129,12 +129,12 @@ def test_a_queued_runs_wait_counts_each_switch_of_model_ahead_of_it(monkeypatch,
     hold = Job([Hold()], tiny_worker, store).start()
     _until(lambda: hold.progress.processed == 1, "the hold to take the model")
     config = RunConfig(policy="sliding", cache_size=16, chunk_size=4, max_new_tokens=2)
-    queued = [
-        Job([RunTask(model, DOC, config.replace(max_new_tokens=n))], tiny_worker, store, sizes=[100]).start()
-        for model, n in ((DEFAULT_MODEL, 2), (TINY_MODEL, 3), (TINY_MODEL, 4))
-    ]
+    queued: list[Job] = []
     try:
-        _until(lambda: all(job._flight is not None and job.progress.waiting for job in queued), "the runs to queue")
+        for model, n in ((DEFAULT_MODEL, 2), (TINY_MODEL, 3), (TINY_MODEL, 4)):  # queued one after the other:
+            job = Job([RunTask(model, DOC, config.replace(max_new_tokens=n))], tiny_worker, store, sizes=[100])
+            queued.append(job.start())  # each job's thread joins the queue, so two started at once may swap
+            _until(lambda job=job: job._flight is not None and job.progress.waiting, f"run {len(queued)} to queue")
         assert queued[2]._flight.ahead() == [Ahead(None, 1), Ahead(100, 0, 8.0), Ahead(100, 0, 3.0)]
         speeds = RunSpeeds()
         speeds.record(100, 1.0)
