@@ -111,8 +111,12 @@ def photographed_on_failure(shots: dict):
 
 
 def idle(page) -> None:
-    """Wait until the app's script has finished reacting to the last interaction."""
-    page.wait_for_timeout(500)  # let the rerun start first
+    """Wait until the app's script has finished reacting to the last interaction: first for its rerun to
+    start (up to half a second: none may come, or it may be over before we look), then for it to end."""
+    from playwright.sync_api import TimeoutError as NoRerun
+
+    with contextlib.suppress(NoRerun):
+        page.wait_for_selector("[data-testid='stApp'][data-test-script-state='running']", timeout=500)
     page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=RUN_TIMEOUT_MS)
 
 

@@ -1,6 +1,8 @@
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -8,7 +10,8 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 
-torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+THREADS = max(1, min(2, os.cpu_count() or 1))
+torch.set_num_threads(THREADS)
 
 
 def pytest_configure(config):
@@ -43,26 +46,69 @@ def tiny_worker():
     return worker
 
 
+def _quick_command(task: str, out: Path, *flags: str) -> list[str]:
+    model = ["--model", "tiny-random"]
+    return [sys.executable, "-m", "ccviz", "bench", task, "--quick", *flags, *model, "--out", str(out)]
+
+
+def _one_thread() -> dict[str, str]:
+    return {**os.environ, "OMP_NUM_THREADS": "1"}
+
+
 def bench_quick(task: str, out: Path, *flags: str) -> subprocess.CompletedProcess:
     """A real ``python -m ccviz bench TASK --quick`` on the tiny model into ``out`` (one torch thread)."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
     done = subprocess.run(
-        [sys.executable, "-m", "ccviz", "bench", task, "--quick", *flags, "--model", "tiny-random", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-        cwd=ROOT,
+        _quick_command(task, out, *flags), capture_output=True, text=True, timeout=300, env=_one_thread(), cwd=ROOT
     )
     assert done.returncode == 0, done.stderr
     return done
 
 
+_QUICK_RUN: dict[str, tuple[Path, subprocess.Popen]] = {}  # the session's quick run of every task, once started
+
+
+def _start_quick_run() -> tuple[Path, subprocess.Popen]:
+    folder = Path(tempfile.mkdtemp(prefix="ccviz-quick-bench-"))
+    with open(folder / "stdout", "w") as stdout, open(folder / "stderr", "w") as stderr:  # no pipe to fill
+        process = subprocess.Popen(
+            _quick_command("all", folder / "quick"), stdout=stdout, stderr=stderr, env=_one_thread(), cwd=ROOT
+        )
+    _QUICK_RUN["all"] = folder, process
+    return folder, process
+
+
+def pytest_collection_finish(session):
+    """The quick run of every task takes most of a minute on one thread: it starts as soon as the tests that
+    read it are known, and runs on the other core beside the tests collected before them."""
+    if any("quick_bench" in getattr(item, "fixturenames", ()) for item in session.items):
+        _start_quick_run()
+
+
+def pytest_sessionfinish(session):
+    if "all" in _QUICK_RUN:
+        folder, process = _QUICK_RUN.pop("all")
+        if process.poll() is None:  # a run of tests that stopped before reading it
+            process.kill()
+            process.wait()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def _a_core_each_beside_the_quick_run():
+    """While the quick run works on one core, a test's torch gets the other (two threads on it would
+    spin against the run: the first tests took three times as long)."""
+    running = "all" in _QUICK_RUN and _QUICK_RUN["all"][1].poll() is None
+    torch.set_num_threads(1 if running else THREADS)
+
+
 @pytest.fixture(scope="session")
-def quick_bench(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+def quick_bench() -> tuple[Path, subprocess.CompletedProcess]:
     """Every benchmark task, quick, on the tiny model, once for the session: (results folder, the run)."""
-    out = tmp_path_factory.mktemp("bench") / "quick"
-    return out, bench_quick("all", out)
+    folder, process = _QUICK_RUN.get("all") or _start_quick_run()
+    process.wait(timeout=600)  # a hang guard
+    stdout, stderr = ((folder / name).read_text(encoding="utf-8") for name in ("stdout", "stderr"))
+    assert process.returncode == 0, stderr
+    return folder / "quick", subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from browser_support import (
     ARTIFACTS,
     RUN_TIMEOUT_MS,
@@ -25,6 +26,7 @@ pytestmark = browser_marks()
 DOC = "The lighthouse on Gull Rock was built in 1852. Its keeper, Ada Brenn, logged the weather. Who kept the light?"
 
 
+@pytest.mark.slow  # 30 s, SmolLM2 loaded by a second worker; the default run switches through AppTest
 def test_picking_another_model_in_the_sidebar_switches_the_worker_and_runs_on_it():
     from playwright.sync_api import sync_playwright
 

@@ -1,11 +1,11 @@
 """Every Plotly chart legible in a real browser: labels inside the chart, none over another (issue 29).
 
-Opens the Benchmarks page on the published results (every folder, every tab) at a wide and a narrow
-window, then a finished run on Run, Surprise and Compare (four runs side by side) on the tiny random
-model, and in each chart measures the boxes chromium draws for tick labels, axis titles, legend
-entries, annotations (subplot titles, reference lines) and the title: each must lie inside the chart's
-SVG and overlap no other. Fixed margins failed exactly this (y ticks cut at the left, axis titles over
-the ticks); :func:`ccviz.figures.layout.legible` is what passes it.
+Opens the Benchmarks page on the published results (every tab) at a wide and a narrow window (each
+follow-up folder at the wide one under ``-m slow``), then a finished run on Run, Surprise and Compare
+(four runs side by side) on the tiny random model, and in each chart measures the boxes chromium draws
+for tick labels, axis titles, legend entries, annotations (subplot titles, reference lines) and the
+title: each must lie inside the chart's SVG and overlap no other. Fixed margins failed exactly this
+(y ticks cut at the left, axis titles over the ticks); :func:`ccviz.figures.layout.legible` is what passes it.
 """
 
 from __future__ import annotations
@@ -105,12 +105,13 @@ def _tabs(page, where: str) -> tuple[int, list[str]]:
     return charts, problems
 
 
-def test_every_chart_of_the_published_benchmarks_is_legible(tiny_url):
+def _published_charts(url: str, follow_ups: bool) -> tuple[int, list[str]]:
+    """Every tab of the published results at a wide and a narrow window, or of each follow-up folder
+    (allocation, the band, sinks, ...) at the wide one: (charts drawn, problems)."""
     from playwright.sync_api import sync_playwright
 
-    problems = []
     with sync_playwright() as p, chromium(p) as browser:
-        page = open_page(browser, f"{tiny_url}/benchmarks")
+        page = open_page(browser, f"{url}/benchmarks")
         with photographed_on_failure({"legibility-benchmarks.png": page}):
             page.set_viewport_size({"width": WIDE, "height": 1400})
             page.wait_for_selector("h1:has-text('Benchmarks')")
@@ -119,19 +120,30 @@ def test_every_chart_of_the_published_benchmarks_is_legible(tiny_url):
             names = [option.inner_text() for option in page.get_by_role("option").all()]
             page.keyboard.press("Escape")
             assert len(names) > 1, names  # the published run and its follow-up folders
-            charts, problems = _tabs(page, f"{WIDE} px · {names[0]}")
+            if not follow_ups:
+                charts, problems = _tabs(page, f"{WIDE} px · {names[0]}")
+                page.set_viewport_size({"width": NARROW, "height": 1400})
+                return charts, problems + _tabs(page, f"{NARROW} px · {names[0]}")[1]
+            charts, problems = 0, []
             for name in names[1:]:
                 folders.click()
                 page.get_by_role("option", name=name, exact=True).click()
                 idle(page)
                 shown, found = _tabs(page, f"{WIDE} px · {name}")
                 charts, problems = charts + shown, problems + found
-            assert charts >= 10, f"only {charts} charts drawn on the published results"
-            page.set_viewport_size({"width": NARROW, "height": 1400})
-            folders.click()
-            page.get_by_role("option", name=names[0], exact=True).click()
-            idle(page)
-            problems += _tabs(page, f"{NARROW} px · {names[0]}")[1]
+            return charts, problems
+
+
+def test_every_chart_of_the_published_benchmarks_is_legible(tiny_url):
+    charts, problems = _published_charts(tiny_url, follow_ups=False)
+    assert charts >= 10, f"only {charts} charts drawn on the published results"
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.slow  # 25-30 s more of the same drawing code on other folders' results (-m slow)
+def test_every_chart_of_the_follow_up_folders_is_legible(tiny_url):
+    charts, problems = _published_charts(tiny_url, follow_ups=True)
+    assert charts >= 5, f"only {charts} charts drawn in the follow-up folders"
     assert not problems, "\n".join(problems)
 
 

@@ -18,6 +18,7 @@ def _run(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow  # 8-12 s of four interpreters: a check of a benchmark's driver, not of ccviz (-m slow)
 @pytest.mark.skipif(not (ROOT / ".git").exists(), reason="needs a git checkout to unpack HEAD from")
 def test_head_against_this_tree_reports_ratios_and_identical_scores() -> None:
     done = _run("--against", "HEAD", "--n", "16", "--rounds", "1", "--model", "tiny-random")
