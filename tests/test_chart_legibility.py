@@ -10,6 +10,7 @@ title: each must lie inside the chart's SVG and overlap no other. Fixed margins 
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import pytest
@@ -105,9 +106,10 @@ def _tabs(page, where: str) -> tuple[int, list[str]]:
     return charts, problems
 
 
-def _published_charts(url: str, follow_ups: bool) -> tuple[int, list[str]]:
-    """Every tab of the published results at a wide and a narrow window, or of each follow-up folder
-    (allocation, the band, sinks, ...) at the wide one: (charts drawn, problems)."""
+@contextlib.contextmanager
+def _benchmarks_page(url: str):
+    """The Benchmarks page at the wide window: (the page, its results folders, the published one first, and
+    a function that opens one of them)."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p, chromium(p) as browser:
@@ -120,30 +122,33 @@ def _published_charts(url: str, follow_ups: bool) -> tuple[int, list[str]]:
             names = [option.inner_text() for option in page.get_by_role("option").all()]
             page.keyboard.press("Escape")
             assert len(names) > 1, names  # the published run and its follow-up folders
-            if not follow_ups:
-                charts, problems = _tabs(page, f"{WIDE} px · {names[0]}")
-                page.set_viewport_size({"width": NARROW, "height": 1400})
-                return charts, problems + _tabs(page, f"{NARROW} px · {names[0]}")[1]
-            charts, problems = 0, []
-            for name in names[1:]:
+
+            def open_folder(name: str) -> None:
                 folders.click()
                 page.get_by_role("option", name=name, exact=True).click()
                 idle(page)
-                shown, found = _tabs(page, f"{WIDE} px · {name}")
-                charts, problems = charts + shown, problems + found
-            return charts, problems
+
+            yield page, names, open_folder
 
 
 def test_every_chart_of_the_published_benchmarks_is_legible(tiny_url):
-    charts, problems = _published_charts(tiny_url, follow_ups=False)
-    assert charts >= 10, f"only {charts} charts drawn on the published results"
+    with _benchmarks_page(tiny_url) as (page, names, _):
+        charts, problems = _tabs(page, f"{WIDE} px · {names[0]}")
+        assert charts >= 10, f"only {charts} charts drawn on the published results"
+        page.set_viewport_size({"width": NARROW, "height": 1400})
+        problems += _tabs(page, f"{NARROW} px · {names[0]}")[1]
     assert not problems, "\n".join(problems)
 
 
 @pytest.mark.slow  # 25-30 s more of the same drawing code on other folders' results (-m slow)
 def test_every_chart_of_the_follow_up_folders_is_legible(tiny_url):
-    charts, problems = _published_charts(tiny_url, follow_ups=True)
-    assert charts >= 5, f"only {charts} charts drawn in the follow-up folders"
+    charts, problems = 0, []
+    with _benchmarks_page(tiny_url) as (page, names, open_folder):
+        for name in names[1:]:
+            open_folder(name)
+            shown, found = _tabs(page, f"{WIDE} px · {name}")
+            charts, problems = charts + shown, problems + found
+        assert charts >= 5, f"only {charts} charts drawn in the follow-up folders"
     assert not problems, "\n".join(problems)
 
 
