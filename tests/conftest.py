@@ -10,6 +10,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 
+WORKER_THREADS = torch.get_num_threads()  # torch's choice before ours: what a fresh process (the worker) uses
 THREADS = max(1, min(2, os.cpu_count() or 1))
 torch.set_num_threads(THREADS)
 
@@ -44,6 +45,25 @@ def tiny_worker():
     worker = shared_worker("tiny-random", ())
     assert worker.wait_ready(300).ready, worker.status().message
     return worker
+
+
+@pytest.fixture
+def direct_run(tiny):
+    """``run_generation`` on the tiny model in this process, at the model worker's thread count: the worker's run
+    to compare with. A sum split over another count of threads rounds otherwise (the quick run's core-sharing below
+    drops this process to one thread), so a score differs in its last bits."""
+
+    def run(prompt: str, config):
+        from ccviz import run_generation
+
+        ours = torch.get_num_threads()
+        torch.set_num_threads(WORKER_THREADS)
+        try:
+            return run_generation(tiny, prompt, config)
+        finally:
+            torch.set_num_threads(ours)
+
+    return run
 
 
 def _quick_command(task: str, out: Path, *flags: str) -> list[str]:

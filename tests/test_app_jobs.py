@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from ccviz import CcvizError, RunConfig, run_generation
+from ccviz import CcvizError, RunConfig
 from ccviz.figures import retention_heatmap, retention_image_html
 from ccviz.ui.jobs import Job, ResultStore, check_run
 from ccviz.ui.limits import MAX_TOKENS_ENV, max_tokens
@@ -36,14 +36,14 @@ def _finish(job: Job) -> Job:
     return job
 
 
-def test_a_job_runs_in_the_background_and_its_result_is_cached(tiny, tiny_worker):
+def test_a_job_runs_in_the_background_and_its_result_is_cached(tiny, tiny_worker, direct_run):
     store = ResultStore()
     task = _task(tiny)
     job = Job([task], tiny_worker, store).start()
     assert _finish(job).errors == [] and not job.cancelled
     trace = job.results[0]
     assert trace.status == "complete" and trace.cycles
-    assert _content(trace) == _content(run_generation(tiny, STORY, task.config))  # the same run as a direct call
+    assert _content(trace) == _content(direct_run(STORY, task.config))  # the same run as a direct call
     again = Job([task], tiny_worker, store).start()
     assert not again.running and again.results[0] is trace  # instant: no thread, no recompute
 
@@ -145,9 +145,9 @@ def test_failures_become_messages_and_later_tasks_still_run(tiny, tiny_worker):
     assert job.results[0] is None and job.results[1].status == "complete"
 
 
-def test_two_sessions_at_once_do_not_interfere(tiny, tiny_worker):
+def test_two_sessions_at_once_do_not_interfere(tiny, tiny_worker, direct_run):
     a, b = _task(tiny, policy="sliding"), _task(tiny, policy="counter_causal_fast", cache_size=12, chunk_size=3)
-    expected = [_content(run_generation(tiny, STORY, t.config)) for t in (a, b)]
+    expected = [_content(direct_run(STORY, t.config)) for t in (a, b)]
     jobs = [Job([t], tiny_worker, ResultStore()) for t in (a, b)]
     starter = [threading.Thread(target=job.start) for job in jobs]
     for thread in starter:

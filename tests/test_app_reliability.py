@@ -24,7 +24,7 @@ from test_app import DOC, ROOT, app, charts, set_document, settle  # noqa: F401 
 from test_reliability import _without_timings
 from test_trace_hostile import traces
 
-from ccviz import POLICIES, CcvizError, RunConfig, Trace, generate, run_generation
+from ccviz import POLICIES, CcvizError, RunConfig, Trace, generate
 from ccviz.figures import (
     COLOURINGS,
     comparison_heatmaps,
@@ -348,7 +348,7 @@ SESSIONS = [
 ]
 
 
-def test_three_sessions_running_at_once_get_what_each_gets_alone(monkeypatch, tiny, tiny_worker):
+def test_three_sessions_running_at_once_get_what_each_gets_alone(monkeypatch, tiny, tiny_worker, direct_run):
     monkeypatch.setenv("CCVIZ_MODEL", "tiny-random")
     result_store.clear()  # nothing may come from an earlier test's cache: every run computes
     sessions = [AppTest.from_file(str(ROOT / "app.py"), default_timeout=120) for _ in SESSIONS]
@@ -378,7 +378,7 @@ def test_three_sessions_running_at_once_get_what_each_gets_alone(monkeypatch, ti
         trace = job.results[0]
         assert trace.status == "complete" and trace.config["policy"] == config["policy"]
         task = job.tasks[0]
-        assert _without_timings(trace) == _without_timings(run_generation(tiny, task.prompt, task.config))
+        assert _without_timings(trace) == _without_timings(direct_run(task.prompt, task.config))
 
 
 # ----- interruption ---------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import time
 import pytest
 from hold_task import Hold
 
-from ccviz import RunConfig, Trace, run_generation
+from ccviz import RunConfig, Trace
 from ccviz.ui.eta import Ahead, RunSpeeds, estimate_wait, queue_line, wait_text
 from ccviz.ui.jobs import Job, ResultStore
 from ccviz.worker.tasks import RunTask
@@ -61,7 +61,9 @@ def _hold(worker, store: ResultStore, seconds: float = 60) -> Job:
     return job
 
 
-def test_identical_runs_started_together_are_computed_once_and_share_their_live_rows(tiny, tiny_worker, sent):
+def test_identical_runs_started_together_are_computed_once_and_share_their_live_rows(
+    tiny, tiny_worker, sent, direct_run
+):
     store = ResultStore()
     hold = _hold(tiny_worker, store)
     task = _task(tiny, max_new_tokens=30)
@@ -74,12 +76,12 @@ def test_identical_runs_started_together_are_computed_once_and_share_their_live_
     assert [t for t in sent if isinstance(t, RunTask)] == [task]  # one worker task
     assert all(job.errors == [] and not job.cancelled for job in jobs)
     assert results[0].status == "complete" and all(result is results[0] for result in results)
-    assert _content(results[0]) == _content(run_generation(tiny, STORY, task.config))
+    assert _content(results[0]) == _content(direct_run(STORY, task.config))
     assert all(job.live.cycles == results[0].cycles for job in jobs)  # each session saw every live row
     assert store.get(task) is results[0] and len(store.flights) == 0
 
 
-def test_a_cancelled_shared_run_goes_on_for_the_session_still_waiting(tiny, tiny_worker, sent):
+def test_a_cancelled_shared_run_goes_on_for_the_session_still_waiting(tiny, tiny_worker, sent, direct_run):
     store = ResultStore()
     task = _task(tiny, prompt=LONG, max_new_tokens=60)
     leaver, stayer = (Job([task], tiny_worker, store).start() for _ in range(2))
@@ -92,7 +94,7 @@ def test_a_cancelled_shared_run_goes_on_for_the_session_still_waiting(tiny, tiny
     final = _finish(stayer).results[0]
     assert final.status == "complete" and not stayer.cancelled
     assert final.cycles[: len(partial.cycles)] == partial.cycles and len(final.cycles) > len(partial.cycles)
-    assert _content(final) == _content(run_generation(tiny, LONG, task.config))
+    assert _content(final) == _content(direct_run(LONG, task.config))
     assert sent == [task] and store.get(task) is final
 
 
@@ -136,7 +138,7 @@ def test_a_run_whose_tab_closed_leaves_the_queue_unless_another_session_waits_fo
     assert [t for t in sent if isinstance(t, RunTask)] == [shared]
 
 
-def test_distinct_runs_are_not_merged(tiny, tiny_worker, sent):
+def test_distinct_runs_are_not_merged(tiny, tiny_worker, sent, direct_run):
     store = ResultStore()
     hold = _hold(tiny_worker, store)
     tasks = [_task(tiny), _task(tiny, cache_size=12), _task(tiny, prompt=STORY.upper())]
@@ -149,7 +151,7 @@ def test_distinct_runs_are_not_merged(tiny, tiny_worker, sent):
     assert places == ["1 run ahead…", "2 runs ahead…", "3 runs ahead…"]  # no run measured yet: no time
     hold.cancel()
     for job, task in zip(jobs, tasks):
-        assert _content(_finish(job).results[0]) == _content(run_generation(tiny, task.prompt, task.config))
+        assert _content(_finish(job).results[0]) == _content(direct_run(task.prompt, task.config))
     assert [t for t in sent if isinstance(t, RunTask)] == tasks
 
 
