@@ -99,6 +99,7 @@ class CacheState:
         default_factory=dict
     )  # layer l -> H^(l) [n, d_model], when a policy asks
     extras: dict[str, torch.Tensor] = field(default_factory=dict)  # per-policy state, one value per entry (dim 0)
+    totals: dict[str, torch.Tensor] = field(default_factory=dict)  # per-policy state of the whole run: never gathered
     layers: LayerMembership | None = None  # None: every layer holds every entry (allocation "uniform")
 
     def __len__(self) -> int:

@@ -8,6 +8,7 @@ from test_engine import LONG_PROMPT
 from transformers import DynamicCache
 
 from ccviz import CcvizError, generate, make_policy
+from ccviz.cache import CacheState
 from ccviz.engine import CacheSession, RunConfig, prepare
 from ccviz.models.tiny import build_tiny_model
 
@@ -95,24 +96,29 @@ def _rope_matrix(position: int, d: int, theta: float) -> torch.Tensor:
     return rotation
 
 
-def expected_attention_reference(lm, cache, ids, *, window=256, n_future=512, n_sink=4, cov=True, vnorm=True, eps=0.0):
-    """kvpress's formula with explicit loops, the queries from a plain forward's hidden states over ``ids``
-    (every token fed; nothing evicted yet) and the model's own weights."""
+def expected_attention_reference(
+    lm, cache, ids, *, window=256, n_future=512, n_sink=4, cov=True, vnorm=True, eps=0.0, history=None
+):
+    """kvpress's formula with explicit loops and the model's own weights. The queries come from a plain forward's
+    hidden states over ``ids`` (every token fed; nothing evicted yet), or from ``history``: each layer's input
+    rows ``[rows, d_model]`` of every token the run processed, its sinks left out."""
     model = lm.model
     config = model.config
     heads, kv_heads = config.num_attention_heads, config.num_key_value_heads
     d = config.hidden_size // heads
     theta = config.rope_parameters["rope_theta"]
-    with torch.inference_mode():
-        hidden = model(input_ids=torch.tensor([ids]), output_hidden_states=True).hidden_states
-    entries = len(ids)
-    assert len(cache) == entries, "the reference reads a cache that has evicted nothing"
-    start = entries  # the next position
+    entries = len(cache)
+    if history is None:
+        with torch.inference_mode():
+            hidden = model(input_ids=torch.tensor([ids]), output_hidden_states=True).hidden_states
+        assert entries == len(ids), "the recent queries are read from a run that has evicted nothing"
+        recent = list(range(max(n_sink, entries - window), entries))
+        history = [hidden[layer][0, recent] for layer in range(len(model.model.layers))]
+    start = int(cache.pos[-1]) + 1  # the next position
     average = sum(_rope_matrix(start + t, d, theta) for t in range(n_future)) / n_future
-    recent = list(range(max(n_sink, entries - window), entries))
     per_layer = []
     for layer, block in enumerate(model.model.layers):
-        rows = block.input_layernorm(hidden[layer][0, recent]).double()  # [w, d_model]
+        rows = block.input_layernorm(history[layer]).double()  # [w, d_model]
         queries = rows @ block.self_attn.q_proj.weight.double().T  # [w, heads * d]
         keys = cache.kv.layers[layer].keys[0].double()
         values = cache.kv.layers[layer].values[0].double()
@@ -121,7 +127,7 @@ def expected_attention_reference(lm, cache, ids, *, window=256, n_future=512, n_
             q = queries[:, head * d : (head + 1) * d]
             mean = average @ q.mean(dim=0)
             centred = q - q.mean(dim=0)
-            sigma = average @ (centred.T @ centred / len(recent)) @ average.T
+            sigma = average @ (centred.T @ centred / len(q)) @ average.T
             kv = head // (heads // kv_heads)
             logits = torch.tensor(
                 [
@@ -152,6 +158,34 @@ def test_expected_attention_is_kvpress_formula_on_the_tiny_model(sharp, options)
     names |= {"use_covariance": "cov", "use_vnorm": "vnorm", "epsilon": "eps"}
     reference = expected_attention_reference(sharp, session.cache, ids, **{names[k]: v for k, v in options.items()})
     _close(_scores(session), reference)
+
+
+def test_expected_attention_history_reads_every_query_before_any_eviction(sharp):
+    """Before anything is evicted, the run's history is every cached entry: the window's formula without a window."""
+    options = {"history": True, "window": 3}  # the window is not used
+    session, ids = _paused_session(sharp, "expected_attention", 32, 64, 16, frozen=0, policy_options=options)
+    _close(_scores(session), expected_attention_reference(sharp, session.cache, ids, window=10**9))
+
+
+def test_expected_attention_history_keeps_the_queries_of_evicted_tokens(sharp, monkeypatch):
+    """After refreshes have evicted, the statistics still hold the queries of every token processed, each
+    from the layer inputs the engine computed when that token was fed (recorded here as the cache appends them)."""
+    appended = []
+    real_append = CacheState.append
+
+    def recording(state, tok, pos, residuals=None):
+        appended.append({layer: rows.clone() for layer, rows in (residuals or {}).items()})
+        real_append(state, tok, pos, residuals)
+
+    monkeypatch.setattr(CacheState, "append", recording)
+    session, ids = _paused_session(sharp, "expected_attention", 56, 24, 8, frozen=2, policy_options={"history": True})
+    assert len(session.cache) < len(ids)  # refreshes evicted
+    layers = len(sharp.model.model.layers)
+    history = [torch.cat([rows[layer] for rows in appended])[4:] for layer in range(layers)]  # the 4 sinks left out
+    assert history[0].shape[0] == len(ids) - 4
+    windowed = expected_attention_reference(sharp, session.cache, ids, history=[h[-10:] for h in history])
+    _close(_scores(session), expected_attention_reference(sharp, session.cache, ids, history=history))
+    assert not torch.allclose(_scores(session), windowed.float())  # the evicted queries count
 
 
 def test_expected_attention_on_smollm(smollm):
@@ -312,3 +346,4 @@ def test_the_efficiency_task_times_them_and_stops_kvzip_with_the_full_variant():
     settings = {"sizes": [512, 4096, 8192, 32768], "full_max_n": 8192, "attention_max_n": 4096}
     assert timed_sizes("kvzip", settings) == [512, 4096, 8192]  # its repeat is a forward over the whole cache
     assert timed_sizes("keydiff", settings) == timed_sizes("expected_attention", settings) == settings["sizes"]
+    assert timed_sizes("expected_attention:history=true", settings) == [512, 4096]  # its sums need a real fill

@@ -66,6 +66,11 @@ class Policy(Validated):
         entry, so every refresh gathers it with the same indices as the cache.
         """
 
+    def keeps_pass_state(self) -> bool:
+        """Whether :meth:`observe` keeps state from every forward pass (H2O's sums, SnapKV's window): a cache
+        filled under another policy cannot then stand in for this one's (the efficiency task's shared fills)."""
+        return type(self).observe is not Policy.observe
+
     def score_candidates(self, model: torch.nn.Module, candidates: Candidates) -> torch.Tensor:
         """Return one float32 score per candidate (the cache entries after the frozen prefix, which is all
         ``candidates`` shows): ``[len(candidates)]``, or ``[len(candidates), layers, kv_heads]`` from a

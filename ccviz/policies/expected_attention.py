@@ -2,11 +2,14 @@ from dataclasses import dataclass
 
 import torch
 
-from ..cache import Candidates
+from ..cache import CacheState, Candidates
+from ..capture import Capture
 from ..fields import flag, number, whole
 from ..models import layer_windows, within_window
 from .base import Policy
 from .layerwise import LayerRows, attention_scale, layer_rows, on_candidates, prerope_queries, rope, rotated
+
+_COUNT, _SUM, _OUTER = (f"expected_attention:{name}" for name in ("count", "sum", "outer"))  # state.totals
 
 
 @dataclass
@@ -29,9 +32,14 @@ class ExpectedAttention(Policy):
     or in decoding a buffer of up to 256 hidden states: the default window covers every cached entry up to
     J = 224 at h = J/4). They are formed from each layer's stored input H^(l) (``residual_layers``: every
     layer, one row per cached entry, so this policy stores L x d_model floats per entry next to the K/V,
-    about 1.5x the K/V bytes on SmolLM2). kvpress ranks each layer's heads separately; one decision for
-    every layer and head (``uniform``) takes each candidate's mean over layers and KV heads; under a
-    per-layer allocation the scores are ``[candidates, layers, kv_heads]``.
+    about 1.5x the K/V bytes on SmolLM2). With ``history`` the statistics are instead those of every token
+    the run has processed, evicted ones included, as kvpress's are of a whole prefill: :meth:`observe` adds
+    each pass's new queries to running sums (float64, ``[layers, heads, d]`` and ``[layers, heads, d, d]``,
+    in ``state.totals``), and ``window`` is not used.
+
+    kvpress ranks each layer's heads separately; one decision for every layer and head (``uniform``) takes
+    each candidate's mean over layers and KV heads; under a per-layer allocation the scores are
+    ``[candidates, layers, kv_heads]``.
     """
 
     name = "expected_attention"
@@ -45,15 +53,35 @@ class ExpectedAttention(Policy):
     use_vnorm: bool = flag("use_vnorm", default=True)
     epsilon: float = number("epsilon", 0, default=0.0)
     window: int = whole("window", 1, default=256)
+    history: bool = flag("history", default=False)
 
     def residual_layers(self, num_layers: int) -> tuple[int, ...]:
         return tuple(range(num_layers))
 
+    def keeps_pass_state(self) -> bool:
+        return self.history
+
+    def observe(self, model: torch.nn.Module, state: CacheState, capture: Capture) -> None:
+        """With ``history``: add the queries of the entries this pass appended (those at cache rows of at
+        least ``n_sink``: the sinks' queries are left out, as from the window) to the run's sums."""
+        if not self.history:
+            return
+        added = next(iter(capture.residuals.values())).shape[0]
+        skip = max(0, self.n_sink - (len(state) - added))  # the new rows that are sinks
+        queries = torch.stack(
+            [prerope_queries(model, layer, rows[skip:]).double() for layer, rows in sorted(capture.residuals.items())]
+        )  # [layers, heads, m, d]
+        sums = {
+            _COUNT: torch.tensor(float(queries.shape[2]), dtype=torch.float64),
+            _SUM: queries.sum(dim=2).cpu(),
+            _OUTER: (queries.transpose(2, 3) @ queries).cpu(),
+        }
+        for name, value in sums.items():
+            state.totals[name] = value + state.totals[name] if name in state.totals else value
+
     def score_candidates(self, model: torch.nn.Module, candidates: Candidates) -> torch.Tensor:
         cache = candidates.cache
         views = layer_rows(cache)
-        entries = len(cache)
-        queried = torch.arange(min(max(self.n_sink, entries - self.window), entries), entries)  # the "recent" ones
         start = int(cache.pos[-1]) + 1  # the next position: the future starts here
         future = torch.arange(start, start + self.n_future_positions)
         windows = layer_windows(model.config) or (None,) * len(views)
@@ -64,33 +92,53 @@ class ExpectedAttention(Policy):
             turn = rotated(torch.eye(view.keys.shape[-1], device=view.keys.device), cos.mean(dim=0), sin.mean(dim=0))
             # a local layer's next query reads only the keys within its window (R^T above is per layer too)
             near = within_window(torch.tensor(start), cache.pos[view.entries.cpu()], windows[layer])
-            hidden = cache.residuals[layer][queried.to(cache.residuals[layer].device)]
-            scores.append(self._layer(model, layer, view, hidden, turn, scale, near.to(view.keys.device)))
+            statistics = self._statistics(model, layer, cache)
+            scores.append(self._layer(view, statistics, turn, scale, near.to(view.keys.device)))
         return on_candidates(candidates, views, scores, "mean")
+
+    def _statistics(
+        self, model: torch.nn.Module, layer: int, cache: CacheState
+    ) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """Layer ``layer``'s query mean ``[heads, d]`` and covariance ``[heads, d, d]`` (float32, before RoPE):
+        of the newest ``window`` cached entries, or with ``history`` of every token processed; None when
+        there are no queries (nothing but sinks)."""
+        if self.history:
+            count = cache.totals.get(_COUNT)
+            if count is None or float(count) == 0:
+                return None
+            mean = cache.totals[_SUM][layer] / count
+            outer = cache.totals[_OUTER][layer] / count
+            device = cache.residuals[layer].device
+            return mean.float().to(device), (outer - mean[:, :, None] * mean[:, None, :]).float().to(device)
+        entries = len(cache)
+        queried = torch.arange(min(max(self.n_sink, entries - self.window), entries), entries)  # the "recent" ones
+        hidden = cache.residuals[layer][queried.to(cache.residuals[layer].device)]
+        if hidden.shape[0] == 0:
+            return None
+        queries = prerope_queries(model, layer, hidden)  # [heads, w, d]
+        mean = queries.mean(dim=1)
+        centred = queries - mean[:, None]
+        return mean, centred.transpose(1, 2) @ centred / queries.shape[1]
 
     def _layer(
         self,
-        model: torch.nn.Module,
-        layer: int,
         view: LayerRows,
-        hidden: torch.Tensor,
+        statistics: tuple[torch.Tensor, torch.Tensor] | None,
         turn: torch.Tensor,
         scale: float,
         near: torch.Tensor,
     ) -> torch.Tensor:
-        """One layer's scores ``[kv_heads, rows]`` from its recent input rows ``hidden`` ``[w, d_model]``;
+        """One layer's scores ``[kv_heads, rows]`` from its query ``statistics`` (:meth:`_statistics`);
         ``near`` bool ``[rows]``: the rows within the layer's window of the next position."""
         kv_heads, rows, d = view.keys.shape
         sink = torch.arange(rows, device=view.keys.device) < self.n_sink
-        if hidden.shape[0] == 0 or bool(sink.all()):  # nothing but sinks
+        if statistics is None or bool(sink.all()):  # nothing but sinks
             return view.keys.new_ones(kv_heads, rows)
-        queries = prerope_queries(model, layer, hidden)  # [heads, w, d]
-        groups = queries.shape[0] // kv_heads
-        mean = queries.mean(dim=1)  # [heads, d]
+        mean, covariance = statistics  # [heads, d], [heads, d, d]
+        groups = mean.shape[0] // kv_heads
         logits = torch.einsum("krd,kgd->kgr", view.keys, (mean @ turn).view(kv_heads, groups, d)) * scale
         if self.use_covariance:
-            centred = queries - mean[:, None]
-            covariance = turn.T @ (centred.transpose(1, 2) @ centred / queries.shape[1]) @ turn  # [heads, d, d]
+            covariance = turn.T @ covariance @ turn  # [heads, d, d]
             spread = torch.einsum("krd,kgde,kre->kgr", view.keys, covariance.view(kv_heads, groups, d, d), view.keys)
             logits = logits + spread * scale**2 / 2
         visible = view.seen & ~sink & near  # [kv_heads, rows]

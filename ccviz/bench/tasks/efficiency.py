@@ -108,7 +108,7 @@ def largest_n(policy: Policy, settings: EfficiencySettings) -> int | None:
     """The largest n a policy's refresh is timed at: quadratic passes stop early (None: every n). The full
     counter-causal variant and kvzip (whose repeat is a forward over as many tokens as the cache holds)
     re-run every layer over the cache at each refresh."""
-    if policy.attention is not None or type(policy).observe is not Policy.observe:
+    if policy.attention is not None or policy.keeps_pass_state():
         return settings.attention_max_n
     if getattr(policy, "variant", None) == "full" or isinstance(policy, KVzip):
         return settings.full_max_n
@@ -136,7 +136,7 @@ def fill_groups(specs: list[PolicySpec], policies: dict[str, Policy], num_layers
     shared: dict[tuple, list[PolicySpec]] = {}
     for spec in specs:
         policy = policies[spec.label]
-        if policy.attention is not None or type(policy).observe is not Policy.observe:
+        if policy.attention is not None or policy.keeps_pass_state():
             groups.append([spec])
         else:
             shared.setdefault(tuple(spec.engine.items()), []).append(spec)
@@ -309,8 +309,7 @@ def run(
         for group in fill_groups(todo, policies, num_layers):
             real = size <= settings.real_fill_max_n
             if not real and (
-                policies[group[0].label].attention is not None
-                or type(policies[group[0].label]).observe is not Policy.observe
+                policies[group[0].label].attention is not None or policies[group[0].label].keeps_pass_state()
             ):
                 continue  # a policy with per-pass state needs a real fill (attention_max_n keeps it below this)
             session = (filled_session if real else synthetic_session)(long_lm, ids, group[0])
