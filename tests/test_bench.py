@@ -1,5 +1,6 @@
 """The benchmark harness: generators, metrics, spans, result files and the perplexity measure."""
 
+import json
 import math
 import re
 import xml.etree.ElementTree as ET
@@ -21,6 +22,7 @@ from ccviz.bench.metrics import (
     wilson_interval,
 )
 from ccviz.bench.plots import write_plots
+from ccviz.bench.report import provenance_line
 from ccviz.bench.results import ResultTable, load_results
 from ccviz.bench.specs import PolicySpec, parse_spec
 from ccviz.bench.tasks.perplexity import sequence_nll
@@ -207,6 +209,39 @@ def test_result_table_resumes_and_refuses_other_settings(tmp_path):
     assert not table(fresh=True).has(case=0, policy="sliding")
     loaded = load_results(tmp_path)
     assert loaded["meta"]["demo"]["settings"] == {"words": 10} and loaded["meta"]["demo"]["commit"]
+
+
+def test_a_result_table_records_each_run_that_wrote_rows_and_its_commit(tmp_path, monkeypatch):
+    """A file grows over runs at several commits: each run that wrote rows keeps its own entry, a run that wrote
+    none adds nothing, and a file from before runs were recorded keeps its rows under its last commit, marked."""
+    import ccviz.bench.results as results
+
+    def run_at(commit: str) -> ResultTable:
+        monkeypatch.setattr(results, "source_commit", lambda: commit)
+        monkeypatch.setattr(results, "git", lambda *args: "")  # a clean tree at that commit
+        return ResultTable(tmp_path, "runs", ["case", "policy", "value"], ["case", "policy"], {"words": 10})
+
+    legacy = run_at("aaa0001")
+    legacy.add({"case": 0, "policy": "sliding", "value": 1})
+    meta_path = tmp_path / "runs.json"
+    meta = json.loads(meta_path.read_text())
+    del meta["runs"]  # as written before this version
+    meta_path.write_text(json.dumps(meta))
+    second = run_at("bbb0002")
+    second.add({"case": 1, "policy": "sliding", "value": 2})
+    second.add({"case": 1, "policy": "tova", "value": 3})
+    run_at("ccc0003")  # opens the file, writes nothing
+    third = run_at("ddd0004")
+    third.add({"case": 2, "policy": "tova", "value": 4})
+    runs = json.loads(meta_path.read_text())["runs"]
+    assert [(r["commit"], r["rows"], r["policies"], r.get("earlier", False)) for r in runs] == [
+        ("aaa0001", 1, [], True),
+        ("bbb0002", 2, ["sliding", "tova"], False),
+        ("ddd0004", 1, ["tova"], False),
+    ]
+    assert all(r["started"] <= r["ended"] for r in runs)
+    line = provenance_line(json.loads(meta_path.read_text()))
+    assert "runs at commits `aaa0001` and earlier commits (1 rows), `bbb0002` (2 rows), `ddd0004` (1 rows)" in line
 
 
 def test_a_result_table_grows_columns_refills_blank_cells_and_lets_extent_settings_change(tmp_path):

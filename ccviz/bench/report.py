@@ -49,9 +49,21 @@ def _pivot(summary: pd.DataFrame, cell: Callable[[pd.Series], str], column: Call
 
 
 def provenance_line(meta: dict[str, Any]) -> str:
-    dirty = " + uncommitted changes" if meta.get("dirty") else ""
+    """Where a results file's rows come from: its dates, the commit of each run that wrote rows (files before
+    ``runs`` was recorded name their latest run's), the machine and the settings."""
+    first, last = meta.get("started", meta["date"])[:10], meta["date"][:10]
+    dates = last if first == last else f"{first} to {last}"
+    runs = meta.get("runs") or [{"commit": meta["commit"], "dirty": meta.get("dirty"), "rows": None}]
+    commits = ", ".join(
+        f"`{run['commit']}`"
+        + (" and earlier commits" if run.get("earlier") else "")
+        + (" + uncommitted changes" if run.get("dirty") else "")
+        + ("" if run["rows"] is None else f" ({run['rows']} rows)")
+        for run in runs
+    )
+    which = "the latest run at commit" if "runs" not in meta else "runs at commits" if len(runs) > 1 else "at commit"
     return (
-        f"_Measured {meta['date'][:10]} at commit `{meta['commit']}`{dirty} on {meta['machine']}, "
+        f"_Measured {dates}, {which} {commits}, on {meta['machine']}, "
         f"torch {meta['torch']} "
         f"({meta['torch_threads']} threads), {meta['settings'].get('model', '?')}; settings: "
         + ", ".join(f"{k}={v}" for k, v in meta["settings"].items() if k != "model")

@@ -114,6 +114,9 @@ class ResultTable:
         self.meta = provenance() | {"task": name, "settings": settings, "rows": len(self._done)}
         self.meta["started"] = old.get("started", self.meta["date"])
         self.meta["policies"] = old.get("policies", {})
+        self.meta["runs"] = old.get("runs", _unrecorded(old, len(self._done)))  # each run that wrote rows
+        self._run: dict[str, Any] | None = None  # this run's entry, from its first row
+        self._opened = self.meta["date"]
         self._write_meta()
 
     def _meaning(self, settings: dict[str, Any]) -> dict[str, Any]:
@@ -195,10 +198,33 @@ class ResultTable:
                 writer.writerow(row)
         self._done[key] = self._blanks(row)
         self.meta.update(date=_now(), rows=len(self._done))
+        self._record_run(row)
         self._write_meta()
+
+    def _record_run(self, row: dict[str, Any]) -> None:
+        """Count a row in this run's entry of ``meta["runs"]``: a file grows over many runs and commits, and
+        the header's commit alone names only the latest."""
+        if self._run is None:
+            self._run = {"commit": self.meta["commit"], "dirty": self.meta["dirty"], "started": self._opened}
+            self._run |= {"ended": "", "rows": 0, "policies": []}
+            self.meta["runs"].append(self._run)
+        self._run.update(ended=self.meta["date"], rows=self._run["rows"] + 1)
+        policy = row.get("policy")
+        if policy not in (None, "") and policy not in self._run["policies"]:
+            self._run["policies"].append(policy)
 
     def frame(self) -> pd.DataFrame:
         return read_frame(self.path, self.columns)
+
+
+def _unrecorded(old_meta: dict[str, Any], rows: int) -> list[dict[str, Any]]:
+    """The runs of a file written before runs were recorded: one entry for all its rows, under the commit of
+    the latest of them (the only one its header kept), marked ``earlier``."""
+    if not rows or "commit" not in old_meta:
+        return []
+    run = {"commit": old_meta["commit"], "dirty": old_meta.get("dirty", False), "earlier": True, "rows": rows}
+    run |= {"started": old_meta.get("started", old_meta["date"]), "ended": old_meta["date"]}
+    return [run | {"policies": list(old_meta.get("policies", {}))}]  # the labels pinned: those it measured
 
 
 def _grown(old: dict[str, Any], new: dict[str, Any], extent: Iterable[str]) -> dict[str, Any]:
