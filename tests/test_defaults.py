@@ -120,6 +120,29 @@ def test_relabelling_gives_rows_measured_under_an_old_default_the_label_that_mea
     assert "counter_causal_fast:paper=True" in set(summary.policy)
 
 
+def test_a_default_changed_after_its_option_was_added_keeps_old_rows_and_traces_at_the_old_value(tmp_path):
+    """Expected Attention gained ``history`` (default false), then its default became true: a meaning or a
+    trace recorded without it ran at false, so the bare name no longer means it, and relabelling says so."""
+    window_form = {"n_future_positions": 512, "n_sink": 4, "use_covariance": True, "use_vnorm": True}
+    window_form |= {"epsilon": 0.0, "window": 256}  # pinned before history existed
+    assert not parse_spec("expected_attention").means(window_form)  # a run would refuse to mix its rows in
+    assert parse_spec("expected_attention:history=false").means(window_form)
+    pinned = {"full": {}, "expected_attention": window_form}
+    pinned["expected_attention:history=True"] = {**window_form, "history": True}
+    _pinned_file(tmp_path, list(pinned), pinned)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts/bench/relabel.py"), str(tmp_path)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    relabelled = pd.read_csv(tmp_path / "retention.csv").policy.tolist()
+    assert relabelled == ["full", "expected_attention:history=False", "expected_attention"]
+    from types import SimpleNamespace
+
+    recorded = {"policy": "expected_attention", "cache_size": 64, "policy_options": window_form}
+    assert RunConfig.from_trace(SimpleNamespace(config=recorded)).options["history"] is False
+    assert RunConfig(policy="expected_attention", cache_size=64).resolved().options["history"] is True
+
+
 def test_a_trace_from_before_units_were_recorded_reruns_by_token():
     from types import SimpleNamespace
 

@@ -147,7 +147,8 @@ def expected_attention_reference(
     "options",
     [
         {},
-        {"window": 10, "n_future_positions": 7, "n_sink": 2},
+        {"history": False, "window": 10, "n_future_positions": 7, "n_sink": 2},
+        {"history": False},
         {"use_covariance": False, "use_vnorm": False},
         {"epsilon": 0.5},
     ],
@@ -156,13 +157,14 @@ def test_expected_attention_is_kvpress_formula_on_the_tiny_model(sharp, options)
     session, ids = _paused_session(sharp, "expected_attention", 32, 64, 16, frozen=0, policy_options=options)
     names = {"window": "window", "n_future_positions": "n_future", "n_sink": "n_sink"}
     names |= {"use_covariance": "cov", "use_vnorm": "vnorm", "epsilon": "eps"}
-    reference = expected_attention_reference(sharp, session.cache, ids, **{names[k]: v for k, v in options.items()})
+    named = {names[k]: v for k, v in options.items() if k != "history"}  # nothing evicted: every query either way
+    reference = expected_attention_reference(sharp, session.cache, ids, **named)
     _close(_scores(session), reference)
 
 
 def test_expected_attention_history_reads_every_query_before_any_eviction(sharp):
     """Before anything is evicted, the run's history is every cached entry: the window's formula without a window."""
-    options = {"history": True, "window": 3}  # the window is not used
+    options = {"window": 3}  # history (the default) does not use the window
     session, ids = _paused_session(sharp, "expected_attention", 32, 64, 16, frozen=0, policy_options=options)
     _close(_scores(session), expected_attention_reference(sharp, session.cache, ids, window=10**9))
 
@@ -345,5 +347,6 @@ def test_the_efficiency_task_times_them_and_stops_kvzip_with_the_full_variant():
     assert set(QUERY_AGNOSTIC) <= {spec.label for spec in registered_specs()} <= {s.label for s in default_specs()}
     settings = {"sizes": [512, 4096, 8192, 32768], "full_max_n": 8192, "attention_max_n": 4096}
     assert timed_sizes("kvzip", settings) == [512, 4096, 8192]  # its repeat is a forward over the whole cache
-    assert timed_sizes("keydiff", settings) == timed_sizes("expected_attention", settings) == settings["sizes"]
-    assert timed_sizes("expected_attention:history=true", settings) == [512, 4096]  # its sums need a real fill
+    assert timed_sizes("keydiff", settings) == timed_sizes("expected_attention:history=false", settings)
+    assert timed_sizes("keydiff", settings) == settings["sizes"]
+    assert timed_sizes("expected_attention", settings) == [512, 4096]  # its running sums need a real fill

@@ -86,8 +86,10 @@ class PolicySpec:
     def means(self, recorded: dict[str, Any]) -> bool:
         """Whether the spec still means what ``recorded`` (an earlier :meth:`meaning`) says. An option the
         policy gained since counts only when set away from its default, so a new option (``window``)
-        leaves results measured before it valid."""
-        defaults = POLICIES[self.name]().options()
+        leaves results measured before it valid; or, when that default has changed since (the policy's
+        ``former_defaults``), away from the value it had then."""
+        policy = POLICIES[self.name]
+        defaults = {**policy().options(), **policy.former_defaults}
         now = {k: v for k, v in self.meaning().items() if k in recorded or defaults.get(k, object()) != v}
         return now == recorded
 

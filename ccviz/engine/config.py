@@ -255,8 +255,13 @@ class RunConfig:
         Its policy is taken as recorded, not built: a trace of a policy this installation lacks still
         describes itself, and running it names the missing policy in one line. A trace records its
         config resolved, so one without a unit or a left context predates them: it kept single tokens
-        (not today's policy's own unit)."""
-        return cls.from_dict({**_BEFORE_UNITS, **trace.config}, check_policy=False)
+        (not today's policy's own unit); one without an option whose default has changed since ran at the
+        former default (the policy's ``former_defaults``)."""
+        config = {**_BEFORE_UNITS, **trace.config}
+        former = getattr(POLICIES.get(str(config.get("policy"))), "former_defaults", {})
+        if former:
+            config["policy_options"] = {**former, **(config.get("policy_options") or {})}
+        return cls.from_dict(config, check_policy=False)
 
 
 _BEFORE_UNITS = {"granularity": "token", "left_context": 0}  # what a trace from before they were recorded ran

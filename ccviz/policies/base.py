@@ -43,6 +43,9 @@ class Policy(Validated):
     # Under a per-layer allocation, scores each layer's and KV head's entries by that head's own attention:
     # score_candidates then returns [candidates, layers, kv_heads] (ccviz.engine.survivors); "adaptive" needs it.
     head_scores: ClassVar[bool] = False
+    # Options whose default has changed since results were pinned with them: the value a recorded meaning that
+    # does not name one was measured at (ccviz.bench.specs.PolicySpec.means, scripts/bench/relabel.py).
+    former_defaults: ClassVar[dict[str, Any]] = {}
 
     def unit_defaults(self) -> tuple[Granularity, int]:
         """The unit this policy keeps whole and (word units) the left context, when the run does not say:

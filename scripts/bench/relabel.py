@@ -46,8 +46,9 @@ UNSAID = {
 
 def filled(name: str, meaning: dict[str, Any]) -> dict[str, Any]:
     """``meaning`` with every unsaid option at its value (policy options at their field default, as an
-    option added later was before it existed)."""
-    return {**UNSAID, **{f.name: f.default for f in fields(POLICIES[name])}, **meaning}
+    option added later was before it existed, or at its former default when that has changed since)."""
+    policy = POLICIES[name]
+    return {**UNSAID, **{f.name: f.default for f in fields(policy)}, **policy.former_defaults, **meaning}
 
 
 def normal(name: str, meaning: dict[str, Any]) -> dict[str, Any]:
