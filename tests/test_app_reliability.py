@@ -356,12 +356,20 @@ def test_three_sessions_running_at_once_get_what_each_gets_alone(monkeypatch, ti
         set_document(at.run(), DOC)
         _small_run(at, **config).run()
     barrier = threading.Barrier(len(sessions))
+    # AppTest swaps a process-global mock Runtime in and out around each script run, so two AppTest
+    # runs at once in one process break each other (a real server has one Runtime for all sessions).
+    # The script runs take turns; the three jobs they start are in the shared worker at once.
+    script_run = threading.Lock()
     failures: list[BaseException] = []
 
     def click(at: AppTest) -> None:
         try:
             barrier.wait()
-            settle(at.button(key="btn.run").click().run())
+            with script_run:
+                at.button(key="btn.run").click().run()
+            _wait_for(lambda: not at.session_state["job.run"].running, timeout=120)
+            with script_run:
+                at.run()
         except BaseException as err:  # surfaced below: a thread's assertion would otherwise vanish
             failures.append(err)
 
