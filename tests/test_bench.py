@@ -427,6 +427,25 @@ def test_the_retention_report_pairs_variants_measured_next_to_their_default():
     assert "| tova | +1 / -1 (p 1) | +1 / -1 (p 1) |" in text  # per budget, then pooled over case x budget
 
 
+def test_the_retention_report_marks_the_cells_of_an_unfinished_run_with_their_count():
+    from ccviz.bench.report import retention_tables
+    from ccviz.bench.tasks.retention import summarise
+
+    def cells(policy: str, budget: float, answered: list[int]) -> pd.DataFrame:
+        n = len(answered)
+        return pd.DataFrame(
+            {"case": range(n), "budget": budget, "policy": policy, "answered": answered, "survived": answered}
+        ).assign(cache_size=16, kept_share=0.5, seconds=1.0)
+
+    whole = pd.concat([cells("full", 1.0, [1] * 10), cells("sliding", 0.25, [1] * 5 + [0] * 5)])
+    text = retention_tables(summarise(whole))
+    assert "10 cases per cell, Wilson" in text and "n=" not in text
+    partial = pd.concat([whole, cells("sliding", 0.5, [1, 0, 0])])  # a run stopped after 3 of 10 cases
+    text = retention_tables(summarise(partial))
+    assert "10 cases per cell (n= marks a cell with fewer" in text
+    assert "| sliding | 50% (24-76) | 33% (6-79), n=3 |" in text
+
+
 def test_a_variant_replaces_its_default_only_by_answering_more_pooled_and_fewer_at_no_budget():
     from ccviz.bench.pairing import default_decision
     from ccviz.bench.report import retention_pairing

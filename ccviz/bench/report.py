@@ -75,21 +75,41 @@ def retention_tables(summary: pd.DataFrame, rows: pd.DataFrame | None = None) ->
     """Answers, then survival (the diagnosis), per policy x budget; given the measured rows, also the
     breakdown by fact and the paired tests on answers."""
     evicting = summary[summary.policy != "full"]
-    survival = _pivot(evicting, lambda r: _percent(r.survival, r.survival_low, r.survival_high), lambda b: f"J={b:.0%}")
-    accuracy = _pivot(evicting, lambda r: _percent(r.accuracy, r.accuracy_low, r.accuracy_high), lambda b: f"J={b:.0%}")
+    n_s, n_a = int(evicting.survival_n.max()), int(evicting.accuracy_n.max())
+    survival = _pivot(
+        evicting,
+        lambda r: _percent(r.survival, r.survival_low, r.survival_high) + _fewer(r.survival_n, n_s),
+        lambda b: f"J={b:.0%}",
+    )
+    accuracy = _pivot(
+        evicting,
+        lambda r: _percent(r.accuracy, r.accuracy_low, r.accuracy_high) + _fewer(r.accuracy_n, n_a),
+        lambda b: f"J={b:.0%}",
+    )
     full = summary[summary.policy == "full"]
     ceiling = (
         _percent(full.accuracy.iloc[0], full.accuracy_low.iloc[0], full.accuracy_high.iloc[0]) if len(full) else "-"
     )
-    n_s, n_a = int(evicting.survival_n.max()), int(evicting.accuracy_n.max())
     tables = (
-        f"Answers (the model's greedy answer contains the fact), {n_a} cases per cell, Wilson 95% interval; "
-        f"full-cache ceiling on the same cases: **{ceiling}**:\n\n{_markdown(accuracy)}\n\n"
-        f"Fact survival, the diagnosis (all of the fact's tokens cached when the question is read), {n_s} cases "
-        f"per cell:\n\n{_markdown(survival)}"
+        f"Answers (the model's greedy answer contains the fact), {_per_cell(evicting.accuracy_n)}, Wilson 95% "
+        f"interval; full-cache ceiling on the same cases: **{ceiling}**:\n\n{_markdown(accuracy)}\n\n"
+        f"Fact survival, the diagnosis (all of the fact's tokens cached when the question is read), "
+        f"{_per_cell(evicting.survival_n)}:\n\n{_markdown(survival)}"
     )
     extras = [retention_pairing(rows), retention_diagnosis(rows), retention_breakdown(rows)] if rows is not None else []
     return "\n\n".join([tables, *filter(None, extras)])
+
+
+def _fewer(n: float, most: int) -> str:
+    """A cell of an unfinished run says how many cases it has, so its interval is not read as the others'."""
+    return f", n={int(n)}" if 0 < n < most else ""
+
+
+def _per_cell(counts: pd.Series) -> str:
+    most = int(counts.max())
+    if int(counts[counts > 0].min()) == most:
+        return f"{most} cases per cell"
+    return f"{most} cases per cell (n= marks a cell with fewer, from a run that has not finished)"
 
 
 def _sign_cell(row: Any) -> str:
