@@ -444,6 +444,8 @@ def test_the_retention_report_marks_the_cells_of_an_unfinished_run_with_their_co
     text = retention_tables(summarise(partial))
     assert "10 cases per cell (n= marks a cell with fewer" in text
     assert "| sliding | 50% (24-76) | 33% (6-79), n=3 |" in text
+    smaller_later = retention_tables(summarise(pd.concat([partial, cells("sliding", 0.1, [0] * 10)])))
+    assert "| policy | J=10% | J=25% | J=50% |" in smaller_later  # budgets read left to right
 
 
 def test_a_variant_replaces_its_default_only_by_answering_more_pooled_and_fewer_at_no_budget():

@@ -41,10 +41,10 @@ def _markdown(frame: pd.DataFrame) -> str:
 
 def _pivot(summary: pd.DataFrame, cell: Callable[[pd.Series], str], column: Callable[[Any], str]) -> pd.DataFrame:
     """Policies as rows (in the rows' order: :func:`.results.read_frame` puts them in policy order), budgets as
-    columns."""
+    columns from the smallest (a results file that grew a smaller budget later still reads left to right)."""
     cells = summary.assign(cell=summary.apply(cell, axis=1), column=summary["budget"].map(column))
     table = cells.pivot(index="policy", columns="column", values="cell")
-    order = [c for c in dict.fromkeys(cells["column"]) if c in table.columns]
+    order = [c for c in dict.fromkeys(cells.sort_values("budget", kind="stable")["column"]) if c in table.columns]
     return table.reindex(index=list(dict.fromkeys(cells["policy"])), columns=order).fillna("-").reset_index()
 
 
