@@ -75,41 +75,37 @@ def retention_tables(summary: pd.DataFrame, rows: pd.DataFrame | None = None) ->
     """Answers, then survival (the diagnosis), per policy x budget; given the measured rows, also the
     breakdown by fact and the paired tests on answers."""
     evicting = summary[summary.policy != "full"]
-    n_s, n_a = int(evicting.survival_n.max()), int(evicting.accuracy_n.max())
-    survival = _pivot(
-        evicting,
-        lambda r: _percent(r.survival, r.survival_low, r.survival_high) + _fewer(r.survival_n, n_s),
-        lambda b: f"J={b:.0%}",
-    )
-    accuracy = _pivot(
-        evicting,
-        lambda r: _percent(r.accuracy, r.accuracy_low, r.accuracy_high) + _fewer(r.accuracy_n, n_a),
-        lambda b: f"J={b:.0%}",
-    )
+    accuracy, accuracy_count = _rate_table(evicting, "accuracy")
+    survival, survival_count = _rate_table(evicting, "survival")
     full = summary[summary.policy == "full"]
     ceiling = (
         _percent(full.accuracy.iloc[0], full.accuracy_low.iloc[0], full.accuracy_high.iloc[0]) if len(full) else "-"
     )
     tables = (
-        f"Answers (the model's greedy answer contains the fact), {_per_cell(evicting.accuracy_n)}, Wilson 95% "
+        f"Answers (the model's greedy answer contains the fact), {accuracy_count}, Wilson 95% "
         f"interval; full-cache ceiling on the same cases: **{ceiling}**:\n\n{_markdown(accuracy)}\n\n"
         f"Fact survival, the diagnosis (all of the fact's tokens cached when the question is read), "
-        f"{_per_cell(evicting.survival_n)}:\n\n{_markdown(survival)}"
+        f"{survival_count}:\n\n{_markdown(survival)}"
     )
     extras = [retention_pairing(rows), retention_diagnosis(rows), retention_breakdown(rows)] if rows is not None else []
     return "\n\n".join([tables, *filter(None, extras)])
 
 
-def _fewer(n: float, most: int) -> str:
-    """A cell of an unfinished run says how many cases it has, so its interval is not read as the others'."""
-    return f", n={int(n)}" if 0 < n < most else ""
-
-
-def _per_cell(counts: pd.Series) -> str:
+def _rate_table(evicting: pd.DataFrame, rate: str) -> tuple[pd.DataFrame, str]:
+    """Policies x budgets of one Wilson rate (``accuracy`` or ``survival``), and how many cases a cell has. A cell
+    of an unfinished run says its own count (``n=K``), so its interval is not read as the others'."""
+    counts = evicting[f"{rate}_n"]
     most = int(counts.max())
-    if int(counts[counts > 0].min()) == most:
-        return f"{most} cases per cell"
-    return f"{most} cases per cell (n= marks a cell with fewer, from a run that has not finished)"
+
+    def cell(row: pd.Series) -> str:
+        n = row[f"{rate}_n"]
+        text = _percent(row[rate], row[f"{rate}_low"], row[f"{rate}_high"])
+        return text + (f", n={int(n)}" if 0 < n < most else "")
+
+    table = _pivot(evicting, cell, lambda b: f"J={b:.0%}")
+    if counts[counts > 0].nunique() <= 1:
+        return table, f"{most} cases per cell"
+    return table, f"{most} cases per cell (n= marks a cell with fewer, from a run that has not finished)"
 
 
 def _sign_cell(row: Any) -> str:
