@@ -352,6 +352,74 @@ def test_page_shows_partial_missing_and_unreadable_results_plainly(monkeypatch, 
     assert errors and "could not read" in errors[0]
 
 
+def test_efficiency_gaps_name_the_sizes_and_end_to_end_runs_a_rerun_adds():
+    from ccviz.bench.progress import efficiency_gaps
+    from ccviz.bench.registry import find_task
+
+    task = find_task("efficiency")
+    settings = {"sizes": [512, 1024]}
+
+    def gaps(refresh: pd.DataFrame, e2e: pd.DataFrame) -> list[str]:
+        return efficiency_gaps(task, task.parts[0], [refresh, e2e], pd.DataFrame(), settings)
+
+    refresh = pd.DataFrame({"policy": ["sliding", "sliding", "tova"], "n": [512, 1024, 512]})
+    assert gaps(refresh, pd.DataFrame()) == [
+        "refresh cost: tova not yet at every size it is timed at",
+        "end to end: nothing measured yet",
+    ]
+    e2e = pd.DataFrame({"policy": ["full", "sliding"]})
+    assert gaps(refresh[refresh.n == 512], e2e) == [
+        "refresh cost: every policy not yet at every size it is timed at",
+        "end to end: tova not measured yet",
+    ]
+    assert gaps(pd.concat([refresh, refresh.assign(policy="tova")]), e2e.assign(policy=["full", "tova"])) == [
+        "end to end: sliding not measured yet"
+    ]
+    assert gaps(pd.DataFrame(), pd.DataFrame())[0] == "refresh cost: nothing measured yet"
+
+
+def test_bench_report_of_a_stopped_run_summarises_its_rows_says_what_is_missing_and_matches_the_page(
+    quick_results, tmp_path, capsys
+):
+    """A stopped run leaves its rows and a stale summary (or none): the report, its charts and the page
+    all show the rows measured so far, and the report names the gaps the page warns of."""
+    from ccviz.bench import browse
+    from ccviz.bench.plots import write_plots
+    from ccviz.bench.progress import current_results
+    from ccviz.bench.results import load_results
+    from ccviz.cli import main
+
+    folder = tmp_path / "stopped"
+    shutil.copytree(quick_results, folder)
+    rows = pd.read_csv(folder / "retention.csv")
+    rows[rows.case == 0].to_csv(folder / "retention.csv", index=False)  # the summary file still holds 2 cases
+    for path in [folder / "efficiency_summary.csv", *folder.glob("efficiency_e2e.*")]:
+        path.unlink()  # stopped before the end-to-end runs, which write the summary
+
+    assert main(["bench", "report", "--out", str(folder)]) == 0
+    printed = capsys.readouterr().out
+    sections = {section.task: section for section in browse.load_sections(folder)}
+    for task, title in (("retention", "Rare-fact retention"), ("efficiency", "Efficiency")):
+        section = sections[task]
+        assert section.incomplete
+        text = printed.split(f"### {title}\n", 1)[1].split("\n### ", 1)[0]
+        assert f"Partial run, still to measure: {'; '.join(section.incomplete)}." in text
+        assert section.tables[0] in text  # the page's tables, from the same rows
+    assert "retention: 1 of 2 cases so far" in sections["retention"].incomplete
+    assert "1 cases per cell" in sections["retention"].tables[0]  # the rows' cells, not the stale file's 2
+    assert any(gap.startswith("end to end: ") for gap in sections["efficiency"].incomplete)
+    current = current_results(load_results(folder))
+    pd.testing.assert_frame_equal(current["retention_summary"], sections["retention"].summaries["retention"])
+    drawn = {path.name: path.read_text() for path in write_plots(current, tmp_path)}
+    assert drawn["survival.svg"] == (folder / "survival.svg").read_text()  # the charts, redrawn from the rows too
+    assert drawn["survival.svg"] != (quick_results / "survival.svg").read_text()
+
+    whole = browse.load_sections(quick_results)
+    assert not any(section.incomplete for section in whole)
+    assert main(["bench", "report", "--out", str(quick_results)]) == 0
+    assert "Partial run" not in capsys.readouterr().out
+
+
 def test_a_folder_is_read_once_per_change_of_its_files_and_a_growing_run_shows_its_new_rows(
     monkeypatch, quick_results, tmp_path
 ):

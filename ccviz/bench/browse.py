@@ -9,7 +9,6 @@ that reproduces it (:mod:`.reproduce`).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,6 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ..figures.benchmarks import (
-    FULL,
     divergence_figure,
     evicting,
     perplexity_figure,
@@ -28,11 +26,11 @@ from ..figures.benchmarks import (
 )
 from ..figures.needle import ruler_figure
 from .metrics import summarise_rates
-from .registry import TASKS, BenchTask, Frames, Part, find_task, load
+from .progress import TaskFiles, read_task
+from .registry import TASKS, BenchTask, Frames, find_task, load
 from .report import provenance_line
 from .reproduce import plain_command, reproduce_command
 from .results import load_results
-from .tasks.efficiency import timed_sizes
 
 UNREADABLE = (ValueError, KeyError, TypeError, IndexError, OSError)  # a file being written, or from another version
 
@@ -47,15 +45,12 @@ def result_folders(root: Path) -> list[Path]:
 
 
 @dataclass
-class Section:
-    """One task's results as the page shows them."""
+class Section(TaskFiles):
+    """One task's results as the page shows them: its files as read so far (:class:`.progress.TaskFiles`)
+    and what the page draws from them."""
 
     task: str  # the ``python -m ccviz bench`` task
     title: str
-    meta: dict[str, dict[str, Any]] = field(default_factory=dict)  # file stem -> provenance and settings
-    rows: dict[str, pd.DataFrame] = field(default_factory=dict)  # file stem -> measured rows
-    summaries: dict[str, pd.DataFrame] = field(default_factory=dict)  # file stem -> the harness's summary
-    incomplete: list[str] = field(default_factory=list)  # what a rerun of the command would still measure
     provenance: list[str] = field(default_factory=list)  # commit, date, machine and settings, one line per file
     figures: list[go.Figure] = field(default_factory=list)
     tables: list[str] = field(default_factory=list)  # markdown, as ``python -m ccviz bench report`` prints them
@@ -65,84 +60,6 @@ class Section:
     @property
     def entry(self) -> BenchTask:
         return find_task(self.task)
-
-    @property
-    def measured(self) -> bool:
-        """Whether any evicting policy has a result yet (the full cache alone shows nothing)."""
-        return any(not evicting(frame).empty for frame in self.summaries.values())
-
-
-Gaps = Callable[[BenchTask, Part, list[pd.DataFrame], pd.DataFrame, dict[str, Any]], list[str]]
-
-
-def cell_gaps(
-    task: BenchTask, part: Part, rows: list[pd.DataFrame], summary: pd.DataFrame, settings: dict[str, Any]
-) -> list[str]:
-    """What a task's summary still lacks against its settings: budgets, or repeats in some cells."""
-    cells = evicting(summary)
-    if cells.empty:
-        return [f"{part.name}: no evicting policy measured yet"]
-    gaps = []
-    budgets = [b for b in settings.get("budgets", []) if b not in set(cells["budget"])]
-    if budgets:
-        gaps.append(f"{part.name}: budget{'s' * (len(budgets) > 1)} {', '.join(map(str, budgets))} not measured yet")
-    expected = settings.get(part.setting)
-    short = cells[cells[part.count] < expected] if expected is not None else cells.iloc[0:0]
-    if not short.empty:
-        low, high = int(cells[part.count].min()), int(cells[part.count].max())
-        done = f"{low}" if low == high else f"{low}-{high}"
-        gaps.append(f"{part.name}: {done} of {expected} {part.setting} so far")
-    return gaps
-
-
-def grid_gaps(
-    task: BenchTask, part: Part, rows: list[pd.DataFrame], summary: pd.DataFrame, settings: dict[str, Any]
-) -> list[str]:
-    """What a needle or RULER run still lacks: the cells its settings ask for, per policy, that have no row."""
-    grid, (frame,) = load(part.settings), rows
-    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in settings.items() if k in grid.__dataclass_fields__}
-    expected = grid(**fields).cells_per_policy
-    done = evicting(frame).groupby("policy", sort=False).size()
-    if done.empty:
-        return [f"{task.name}: no evicting policy measured yet"]
-    if done.min() >= expected:
-        return []
-    low, high = int(done.min()), int(done.max())
-    counts = f"{low}" if low == high else f"{low}-{high}"
-    return [
-        f"{task.name}: {counts} of {expected} cells per policy so far "
-        f"(contexts up to {int(frame['length'].max())} tokens)"
-    ]
-
-
-def efficiency_gaps(
-    task: BenchTask, part: Part, rows: list[pd.DataFrame], summary: pd.DataFrame, settings: dict[str, Any]
-) -> list[str]:
-    """What an efficiency run still lacks: sizes a policy's refresh is not yet timed at, end-to-end runs."""
-    refresh, e2e = rows
-    gaps = []
-    if refresh.empty:
-        gaps.append("refresh cost: nothing measured yet")
-    else:
-        done = refresh.groupby("policy")["n"].nunique()
-        expected = {policy: len(timed_sizes(policy, settings)) for policy in done.index}
-        short = [policy for policy, count in done.items() if count < expected[policy]]
-        if short:
-            gaps.append(f"refresh cost: {', '.join(short)} not yet at every size it is timed at")
-    wanted = set(refresh.get("policy", [])) | {FULL}
-    missing = sorted(wanted - set(e2e.get("policy", [])))
-    if missing:
-        gaps.append(f"end to end: {', '.join(missing)} not measured yet")
-    return gaps
-
-
-def _summary(
-    results: dict[str, Any], name: str, summarise: Callable[..., pd.DataFrame], *rows: pd.DataFrame
-) -> pd.DataFrame:
-    """The harness's summary of the rows measured so far (its own summary file if the rows are gone)."""
-    if any(not frame.empty for frame in rows):
-        return summarise(*rows)
-    return results.get(f"{name}_summary", pd.DataFrame())
 
 
 # ----- each task's page figures, from its frames (:class:`.registry.Frames`) ---------------------------------
@@ -188,22 +105,6 @@ def _present(section: Section) -> None:
         section.tables = [load(section.entry.tables)(frames)]
 
 
-def _fill(section: Section, results: dict[str, Any]) -> None:
-    entry = section.entry
-    section.meta = {n: results["meta"][n] for n in entry.files if n in results["meta"]}
-    section.rows = {n: results[n] for n in entry.files if n in results}
-    for part in entry.parts:
-        rows = [section.rows.get(n, pd.DataFrame()) for n in part.files]
-        summary = _summary(results, part.name, load(part.summarise), *rows)
-        section.summaries[part.name] = summary
-        written = next((section.meta[n] for n in part.files if n in section.meta), None)
-        if written is not None:
-            gaps: Gaps = load(part.gaps)
-            section.incomplete += gaps(entry, part, rows, summary, written.get("settings", {}))
-        elif section.meta:  # a two-file task's other file: the first one exists
-            section.incomplete.append(f"{part.name}: not started yet")
-
-
 def load_sections(directory: Path) -> list[Section]:
     """Every task's section, in the order ``bench all`` runs them; unreadable files give ``error``."""
     try:
@@ -217,7 +118,7 @@ def load_sections(directory: Path) -> list[Section]:
         section = Section(entry.name, entry.title, error=failure)
         if not failure:
             try:
-                _fill(section, results)
+                section = Section(entry.name, entry.title, **vars(read_task(entry, results)))
                 _present(section)
             except UNREADABLE as err:
                 section.error = f"could not read the {entry.name} results: {type(err).__name__}: {err}"

@@ -197,10 +197,11 @@ def _probe(name: str, probe: Any, settings: object, model_args: dict[str, Any], 
 def _publish(out: Path) -> None:
     """Print the markdown tables and (re)draw the SVG charts of whatever ``out`` holds."""
     from .plots import write_plots
+    from .progress import current_results
     from .report import report_results
     from .results import load_results
 
     results = load_results(out)
     print(report_results(results))
-    for path in write_plots(results, out):
+    for path in write_plots(current_results(results), out):
         _log(f"chart: {path}")

@@ -67,7 +67,7 @@ class Part:
     summarise: Ref  # (rows of each file in ``rows``) -> summary
     count: str = ""  # summary column: how many repeats a cell has
     setting: str = ""  # settings key: how many it should have
-    gaps: Ref = "ccviz.bench.browse:cell_gaps"  # what a partial run still lacks (:mod:`.browse`)
+    gaps: Ref = "ccviz.bench.progress:cell_gaps"  # what a partial run still lacks (:mod:`.progress`)
     rows: tuple[str, ...] = ()
 
     @property
@@ -93,7 +93,6 @@ class BenchTask:
     parts: tuple[Part, ...]
     tables: Ref  # (Frames) -> markdown, as ``bench report`` prints it (:mod:`.report`)
     default_labels: Ref  # (measured labels, quick) -> the labels a run without --policy measures (:mod:`.reproduce`)
-    reported_when: tuple[str, ...]  # result names whose presence puts the task in ``bench report``
     figures: Ref = "ccviz.bench.browse:no_figures"  # (Frames) -> the page's plotly figures (:mod:`.browse`)
     charts: Charts | None = None
     takes_set: bool = True  # --set changes its settings (ablation and allocation pick their own)
@@ -124,7 +123,7 @@ class Probe:
 _T, _R, _P, _B = "ccviz.bench.tasks.", "ccviz.bench.report:", "ccviz.bench.reproduce:", "ccviz.bench.browse:"
 _RETENTION = (_T + "retention:RetentionSettings", _T + "retention:summarise", "survival_n", "cases")
 _PERPLEXITY = (_T + "perplexity:PerplexitySettings", _T + "perplexity:summarise", "segments", "segments")
-_GRID = ("n", "trials", _B + "grid_gaps")  # needle and ruler: their settings name every cell
+_GRID = ("n", "trials", "ccviz.bench.progress:grid_gaps")  # needle and ruler: their settings name every cell
 
 TASKS: tuple[BenchTask, ...] = (  # in the order ``all`` runs them, the report prints them and the page shows them
     BenchTask(
@@ -134,7 +133,6 @@ TASKS: tuple[BenchTask, ...] = (  # in the order ``all`` runs them, the report p
         (Part("retention", *_RETENTION),),
         _R + "retention_section",
         _P + "registered_labels",
-        ("retention_summary",),
         _B + "retention_figures",
         Charts("retention_summary", "ccviz.bench.plots:retention_charts"),
         spreads=True,
@@ -146,7 +144,6 @@ TASKS: tuple[BenchTask, ...] = (  # in the order ``all`` runs them, the report p
         (Part("perplexity", *_PERPLEXITY),),
         _R + "perplexity_section",
         _P + "registered_labels",
-        ("perplexity_summary",),
         _B + "perplexity_figures",
         Charts("perplexity_summary", "ccviz.bench.plots:perplexity_charts"),
     ),
@@ -157,7 +154,6 @@ TASKS: tuple[BenchTask, ...] = (  # in the order ``all`` runs them, the report p
         (Part("decode", _T + "decode:DecodeSettings", _T + "decode:summarise", "prompts", "prompts"),),
         _R + "decode_section",
         _P + "registered_labels",
-        ("decode_summary",),
         _B + "decode_figures",
     ),
     BenchTask(
@@ -169,13 +165,12 @@ TASKS: tuple[BenchTask, ...] = (  # in the order ``all`` runs them, the report p
                 "efficiency",
                 _T + "efficiency:EfficiencySettings",
                 _T + "efficiency:summarise",
-                gaps=_B + "efficiency_gaps",
+                gaps="ccviz.bench.progress:efficiency_gaps",
                 rows=("efficiency_refresh", "efficiency_e2e"),
             ),
         ),
         _R + "efficiency_section",
         _P + "efficiency_labels",
-        ("efficiency_summary",),
         _B + "efficiency_figures",
         Charts("efficiency_refresh", "ccviz.bench.plots:refresh_charts"),
     ),
@@ -186,7 +181,6 @@ TASKS: tuple[BenchTask, ...] = (  # in the order ``all`` runs them, the report p
         (Part("ablation_retention", *_RETENTION), Part("ablation_perplexity", *_PERPLEXITY)),
         _R + "ablation_section",
         _P + "ablation_labels",
-        ("ablation_retention_summary", "ablation_perplexity_summary"),
         takes_set=False,
         spreads=True,
         quick_subset=True,
@@ -198,7 +192,6 @@ TASKS: tuple[BenchTask, ...] = (  # in the order ``all`` runs them, the report p
         (Part("allocation_retention", *_RETENTION), Part("allocation_perplexity", *_PERPLEXITY)),
         _R + "allocation_section",
         _P + "allocation_labels",
-        ("allocation_retention", "allocation_perplexity"),
         takes_set=False,
         spreads=True,
         quick_subset=True,
@@ -210,7 +203,6 @@ TASKS: tuple[BenchTask, ...] = (  # in the order ``all`` runs them, the report p
         (Part("needle", _T + "needle:NeedleSettings", _T + "needle:summarise_map", *_GRID),),
         _R + "needle_section",
         _P + "needle_labels",
-        ("needle",),
         spreads=True,
         dispatched=True,
         charts=Charts("needle_summary", "ccviz.bench.plots:needle_charts"),
@@ -222,7 +214,6 @@ TASKS: tuple[BenchTask, ...] = (  # in the order ``all`` runs them, the report p
         (Part("ruler", _T + "needle:RulerSettings", _T + "needle:summarise_ruler", *_GRID),),
         _R + "ruler_section",
         _P + "ruler_labels",
-        ("ruler",),
         _B + "ruler_figures",
         spreads=True,
         dispatched=True,
@@ -247,9 +238,3 @@ def find_task(name: str) -> BenchTask:
 def part_of(file: str) -> Part | None:
     """The part whose rows are the result file ``file`` (a stem), or None for a file no task writes."""
     return next((part for entry in TASKS for part in entry.parts if file in part.files), None)
-
-
-def frames_of(entry: BenchTask, results: dict[str, Any]) -> Frames:
-    """``entry``'s frames among ``results`` (:func:`.results.load_results`): its summary files and its rows."""
-    summaries = {p.name: results[f"{p.name}_summary"] for p in entry.parts if f"{p.name}_summary" in results}
-    return Frames(summaries, {stem: results[stem] for stem in entry.files if stem in results})

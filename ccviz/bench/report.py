@@ -13,7 +13,8 @@ from .budget import budget_text
 from .diagnosis import summarise_diagnosis
 from .metrics import summarise_rates
 from .pairing import default_decision, paired_with, paired_with_defaults
-from .registry import TASKS, Frames, frames_of, load
+from .progress import read_task
+from .registry import TASKS, Frames, load
 from .results import load_results
 from .tasks.retention import summarise as summarise_retention
 
@@ -530,14 +531,18 @@ def report(directory: str | Path | None = None) -> str:
 
 
 def report_results(results: dict[str, Any]) -> str:
-    """:func:`report` of results already loaded with :func:`load_results`: one section per task that has results,
-    in the registry's order, under the provenance of its first result file."""
+    """:func:`report` of results already loaded with :func:`load_results`: one section per task with an
+    evicting policy measured, in the registry's order, under the provenance of its first result file.
+    Each part is summarised from the rows measured so far (:mod:`.progress`), so a stopped or running
+    run reports what it has, and says what a rerun of its command would still measure."""
     meta, sections = results["meta"], []
     for entry in TASKS:
-        if any(name in results for name in entry.reported_when):
+        found = read_task(entry, results)
+        if found.measured:
             provenance = provenance_line(meta[next(stem for stem in entry.files if stem in meta)])
-            body = load(entry.tables)(frames_of(entry, results))
-            sections.append(f"### {entry.title}\n\n{provenance}\n\n{body}")
+            partial = f"Partial run, still to measure: {'; '.join(found.incomplete)}.\n\n" * bool(found.incomplete)
+            body = load(entry.tables)(Frames(found.summaries, found.rows))
+            sections.append(f"### {entry.title}\n\n{provenance}\n\n{partial}{body}")
     return "\n\n".join(sections) if sections else "no results yet"
 
 

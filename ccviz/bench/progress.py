@@ -1,0 +1,140 @@
+"""How far each task's result files have got: its summaries of the rows measured so far, and what a
+rerun of its command would still measure.
+
+A run that was stopped, or is still writing, leaves rows without a fresh ``<name>_summary.csv``
+(the harness writes the summary when a run ends). ``bench report``, its SVG charts and the
+Benchmarks page all read the files through :func:`read_task`, so they show the same numbers: the
+harness's own summary of the rows there are, and the gaps a rerun would fill.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from ..figures.benchmarks import FULL, evicting
+from .registry import TASKS, BenchTask, Part, load
+from .tasks.efficiency import timed_sizes
+
+
+@dataclass(kw_only=True)
+class TaskFiles:
+    """One task's result files as read so far (keyword-only: :class:`.browse.Section` adds its own fields)."""
+
+    meta: dict[str, dict[str, Any]] = field(default_factory=dict)  # file stem -> provenance and settings
+    rows: dict[str, pd.DataFrame] = field(default_factory=dict)  # file stem -> measured rows
+    summaries: dict[str, pd.DataFrame] = field(default_factory=dict)  # part name -> the harness's summary
+    incomplete: list[str] = field(default_factory=list)  # what a rerun of the command would still measure
+
+    @property
+    def measured(self) -> bool:
+        """Whether any evicting policy has a result yet (the full cache alone shows nothing)."""
+        return any(not evicting(frame).empty for frame in self.summaries.values())
+
+
+def read_task(entry: BenchTask, results: dict[str, Any]) -> TaskFiles:
+    """``entry``'s files among ``results`` (:func:`.results.load_results`), each part summarised from its
+    rows (its own summary file when the rows are gone), with the gaps its recorded settings leave."""
+    found = TaskFiles(
+        meta={n: results["meta"][n] for n in entry.files if n in results["meta"]},
+        rows={n: results[n] for n in entry.files if n in results},
+    )
+    for part in entry.parts:
+        rows = [found.rows.get(n, pd.DataFrame()) for n in part.files]
+        summary = _summary(results, part, rows)
+        found.summaries[part.name] = summary
+        written = next((found.meta[n] for n in part.files if n in found.meta), None)
+        if written is not None:
+            gaps: Gaps = load(part.gaps)
+            found.incomplete += gaps(entry, part, rows, summary, written.get("settings", {}))
+        elif found.meta:  # a two-file task's other file: the first one exists
+            found.incomplete.append(f"{part.name}: not started yet")
+    return found
+
+
+def current_results(results: dict[str, Any]) -> dict[str, Any]:
+    """``results`` with each part's ``<name>_summary`` replaced by the summary of the rows measured so far
+    (what the SVG charts draw)."""
+    current = dict(results)
+    for entry in TASKS:
+        for name, summary in read_task(entry, results).summaries.items():
+            if not summary.empty:
+                current[f"{name}_summary"] = summary
+    return current
+
+
+def _summary(results: dict[str, Any], part: Part, rows: list[pd.DataFrame]) -> pd.DataFrame:
+    if any(not frame.empty for frame in rows):
+        return load(part.summarise)(*rows)
+    return results.get(f"{part.name}_summary", pd.DataFrame())
+
+
+# ----- what a partial run still lacks: each part's :attr:`.registry.Part.gaps` -------------------------------
+Gaps = Callable[[BenchTask, Part, list[pd.DataFrame], pd.DataFrame, dict[str, Any]], list[str]]
+
+
+def cell_gaps(
+    task: BenchTask, part: Part, rows: list[pd.DataFrame], summary: pd.DataFrame, settings: dict[str, Any]
+) -> list[str]:
+    """What a task's summary still lacks against its settings: budgets, or repeats in some cells."""
+    cells = evicting(summary)
+    if cells.empty:
+        return [f"{part.name}: no evicting policy measured yet"]
+    gaps = []
+    budgets = [b for b in settings.get("budgets", []) if b not in set(cells["budget"])]
+    if budgets:
+        gaps.append(f"{part.name}: budget{'s' * (len(budgets) > 1)} {', '.join(map(str, budgets))} not measured yet")
+    expected = settings.get(part.setting)
+    short = cells[cells[part.count] < expected] if expected is not None else cells.iloc[0:0]
+    if not short.empty:
+        low, high = int(cells[part.count].min()), int(cells[part.count].max())
+        done = f"{low}" if low == high else f"{low}-{high}"
+        gaps.append(f"{part.name}: {done} of {expected} {part.setting} so far")
+    return gaps
+
+
+def grid_gaps(
+    task: BenchTask, part: Part, rows: list[pd.DataFrame], summary: pd.DataFrame, settings: dict[str, Any]
+) -> list[str]:
+    """What a needle or RULER run still lacks: the cells its settings ask for, per policy, that have no row."""
+    grid, (frame,) = load(part.settings), rows
+    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in settings.items() if k in grid.__dataclass_fields__}
+    expected = grid(**fields).cells_per_policy
+    done = evicting(frame).groupby("policy", sort=False).size()
+    if done.empty:
+        return [f"{task.name}: no evicting policy measured yet"]
+    if done.min() >= expected:
+        return []
+    low, high = int(done.min()), int(done.max())
+    counts = f"{low}" if low == high else f"{low}-{high}"
+    return [
+        f"{task.name}: {counts} of {expected} cells per policy so far "
+        f"(contexts up to {int(frame['length'].max())} tokens)"
+    ]
+
+
+def efficiency_gaps(
+    task: BenchTask, part: Part, rows: list[pd.DataFrame], summary: pd.DataFrame, settings: dict[str, Any]
+) -> list[str]:
+    """What an efficiency run still lacks: sizes a policy's refresh is not yet timed at, end-to-end runs."""
+    refresh, e2e = rows
+    gaps = []
+    if refresh.empty:
+        gaps.append("refresh cost: nothing measured yet")
+    else:
+        done = refresh.groupby("policy")["n"].nunique()
+        expected = {policy: len(timed_sizes(policy, settings)) for policy in done.index}
+        short = [policy for policy, count in done.items() if count < expected[policy]]
+        if short:
+            which = ", ".join(short) if len(short) < len(done) else "every policy"
+            gaps.append(f"refresh cost: {which} not yet at every size it is timed at")
+    wanted = set(refresh.get("policy", [])) | {FULL}
+    missing = sorted(wanted - set(e2e.get("policy", [])))
+    if e2e.empty:
+        gaps.append("end to end: nothing measured yet")
+    elif missing:
+        gaps.append(f"end to end: {', '.join(missing)} not measured yet")
+    return gaps
