@@ -385,7 +385,8 @@ def test_bench_report_of_a_stopped_run_summarises_its_rows_says_what_is_missing_
     all show the rows measured so far, and the report names the gaps the page warns of."""
     from ccviz.bench import browse
     from ccviz.bench.plots import write_plots
-    from ccviz.bench.progress import current_results
+    from ccviz.bench.progress import current_results, read_tasks
+    from ccviz.bench.report import report_results
     from ccviz.bench.results import load_results
     from ccviz.cli import main
 
@@ -408,8 +409,12 @@ def test_bench_report_of_a_stopped_run_summarises_its_rows_says_what_is_missing_
     assert "retention: 1 of 2 cases so far" in sections["retention"].incomplete
     assert "1 cases per cell" in sections["retention"].tables[0]  # the rows' cells, not the stale file's 2
     assert any(gap.startswith("end to end: ") for gap in sections["efficiency"].incomplete)
-    current = current_results(load_results(folder))
+    results = load_results(folder)
+    current = current_results(results)
     pd.testing.assert_frame_equal(current["retention_summary"], sections["retention"].summaries["retention"])
+    tasks = read_tasks(results)  # what `bench report` reads once for its tables and its charts
+    assert report_results(results, tasks) == report_results(results)
+    assert current_results(results, tasks).keys() == current.keys()
     drawn = {path.name: path.read_text() for path in write_plots(current, tmp_path)}
     assert drawn["survival.svg"] == (folder / "survival.svg").read_text()  # the charts, redrawn from the rows too
     assert drawn["survival.svg"] != (quick_results / "survival.svg").read_text()

@@ -197,11 +197,12 @@ def _probe(name: str, probe: Any, settings: object, model_args: dict[str, Any], 
 def _publish(out: Path) -> None:
     """Print the markdown tables and (re)draw the SVG charts of whatever ``out`` holds."""
     from .plots import write_plots
-    from .progress import current_results
+    from .progress import current_results, read_tasks
     from .report import report_results
     from .results import load_results
 
     results = load_results(out)
-    print(report_results(results))
-    for path in write_plots(current_results(results), out):
+    tasks = read_tasks(results)  # summarised once, for the tables and the charts
+    print(report_results(results, tasks))
+    for path in write_plots(current_results(results, tasks), out):
         _log(f"chart: {path}")

@@ -55,12 +55,18 @@ def read_task(entry: BenchTask, results: dict[str, Any]) -> TaskFiles:
     return found
 
 
-def current_results(results: dict[str, Any]) -> dict[str, Any]:
+def read_tasks(results: dict[str, Any]) -> dict[str, TaskFiles]:
+    """:func:`read_task` of every registered task, by task name in the registry's order: read once, and
+    handed to both the report and its charts (summarising a large folder's rows takes a second or two)."""
+    return {entry.name: read_task(entry, results) for entry in TASKS}
+
+
+def current_results(results: dict[str, Any], tasks: dict[str, TaskFiles] | None = None) -> dict[str, Any]:
     """``results`` with each part's ``<name>_summary`` replaced by the summary of the rows measured so far
-    (what the SVG charts draw)."""
+    (what the SVG charts draw); ``tasks`` is :func:`read_tasks` of ``results`` when already read."""
     current = dict(results)
-    for entry in TASKS:
-        for name, summary in read_task(entry, results).summaries.items():
+    for found in (read_tasks(results) if tasks is None else tasks).values():
+        for name, summary in found.summaries.items():
             if not summary.empty:
                 current[f"{name}_summary"] = summary
     return current

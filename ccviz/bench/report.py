@@ -13,7 +13,7 @@ from .budget import budget_text
 from .diagnosis import summarise_diagnosis
 from .metrics import summarise_rates
 from .pairing import default_decision, paired_with, paired_with_defaults
-from .progress import read_task
+from .progress import TaskFiles, read_tasks
 from .registry import TASKS, Frames, load
 from .results import load_results
 from .tasks.retention import summarise as summarise_retention
@@ -530,14 +530,16 @@ def report(directory: str | Path | None = None) -> str:
     return report_results(load_results(directory))
 
 
-def report_results(results: dict[str, Any]) -> str:
+def report_results(results: dict[str, Any], tasks: dict[str, TaskFiles] | None = None) -> str:
     """:func:`report` of results already loaded with :func:`load_results`: one section per task with an
     evicting policy measured, in the registry's order, under the provenance of its first result file.
-    Each part is summarised from the rows measured so far (:mod:`.progress`), so a stopped or running
-    run reports what it has, and says what a rerun of its command would still measure."""
+    Each part is summarised from the rows measured so far (:mod:`.progress`; ``tasks`` is
+    :func:`.progress.read_tasks` of ``results`` when already read), so a stopped or running run reports
+    what it has, and says what a rerun of its command would still measure."""
     meta, sections = results["meta"], []
+    found_by_task = read_tasks(results) if tasks is None else tasks
     for entry in TASKS:
-        found = read_task(entry, results)
+        found = found_by_task[entry.name]
         if found.measured:
             provenance = provenance_line(meta[next(stem for stem in entry.files if stem in meta)])
             partial = f"Partial run, still to measure: {'; '.join(found.incomplete)}.\n\n" * bool(found.incomplete)
