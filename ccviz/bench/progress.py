@@ -82,6 +82,12 @@ def _summary(results: dict[str, Any], part: Part, rows: list[pd.DataFrame]) -> p
 Gaps = Callable[[BenchTask, Part, list[pd.DataFrame], pd.DataFrame, dict[str, Any]], list[str]]
 
 
+def _count_range(counts: pd.Series) -> str:
+    """How many were measured per cell or policy: "12", or "12-40" when they differ."""
+    low, high = int(counts.min()), int(counts.max())
+    return f"{low}" if low == high else f"{low}-{high}"
+
+
 def cell_gaps(
     task: BenchTask, part: Part, rows: list[pd.DataFrame], summary: pd.DataFrame, settings: dict[str, Any]
 ) -> list[str]:
@@ -96,9 +102,7 @@ def cell_gaps(
     expected = settings.get(part.setting)
     short = cells[cells[part.count] < expected] if expected is not None else cells.iloc[0:0]
     if not short.empty:
-        low, high = int(cells[part.count].min()), int(cells[part.count].max())
-        done = f"{low}" if low == high else f"{low}-{high}"
-        gaps.append(f"{part.name}: {done} of {expected} {part.setting} so far")
+        gaps.append(f"{part.name}: {_count_range(cells[part.count])} of {expected} {part.setting} so far")
     return gaps
 
 
@@ -114,10 +118,8 @@ def grid_gaps(
         return [f"{task.name}: no evicting policy measured yet"]
     if done.min() >= expected:
         return []
-    low, high = int(done.min()), int(done.max())
-    counts = f"{low}" if low == high else f"{low}-{high}"
     return [
-        f"{task.name}: {counts} of {expected} cells per policy so far "
+        f"{task.name}: {_count_range(done)} of {expected} cells per policy so far "
         f"(contexts up to {int(frame['length'].max())} tokens)"
     ]
 
