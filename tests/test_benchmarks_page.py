@@ -425,6 +425,29 @@ def test_bench_report_of_a_stopped_run_summarises_its_rows_says_what_is_missing_
     assert "Partial run" not in capsys.readouterr().out
 
 
+def test_a_budget_some_policies_lack_is_named_with_those_policies():
+    """A folder's recorded budgets are the union of its runs: a policy missing one of them leaves a hole
+    the tables show as a dash, so the gaps name it (a budget no policy has yet keeps its own line)."""
+    from ccviz.bench.progress import cell_gaps
+    from ccviz.bench.registry import TASKS
+
+    entry = next(task for task in TASKS if task.name == "retention")
+    part = entry.parts[0]
+    settings = {"budgets": [0.1, 0.25, 0.5], part.setting: 2}
+    grid = [{"policy": p, "budget": b} for p in ("sliding", "tova", "kvzip") for b in (0.25, 0.5)]
+    summary = pd.DataFrame([{"policy": "full", "budget": 1.0}, *grid]).assign(**{part.count: 2})
+    assert cell_gaps(entry, part, [], summary, settings) == ["retention: budget 0.1 not measured yet"]
+
+    holes = summary.drop(index=[4, 5])  # tova at 0.5 and kvzip at 0.25
+    assert cell_gaps(entry, part, [], holes, settings) == [
+        "retention: budget 0.1 not measured yet",
+        "retention: budget 0.25 not measured yet for kvzip",
+        "retention: budget 0.5 not measured yet for tova",
+    ]
+    whole = {**settings, "budgets": [0.25, 0.5]}
+    assert cell_gaps(entry, part, [], summary, whole) == []
+
+
 def test_a_folder_is_read_once_per_change_of_its_files_and_a_growing_run_shows_its_new_rows(
     monkeypatch, quick_results, tmp_path
 ):

@@ -91,14 +91,23 @@ def _count_range(counts: pd.Series) -> str:
 def cell_gaps(
     task: BenchTask, part: Part, rows: list[pd.DataFrame], summary: pd.DataFrame, settings: dict[str, Any]
 ) -> list[str]:
-    """What a task's summary still lacks against its settings: budgets, or repeats in some cells."""
+    """What a task's summary still lacks against its settings: budgets no policy has, budgets some policy
+    lacks, or repeats in some cells. The recorded budgets and policies are the union of every run into the
+    folder, so each policy is owed every budget: a run at one budget for a few policies leaves the others'
+    cells there as holes the tables show as dashes."""
     cells = evicting(summary)
     if cells.empty:
         return [f"{part.name}: no evicting policy measured yet"]
     gaps = []
-    budgets = [b for b in settings.get("budgets", []) if b not in set(cells["budget"])]
+    measured = set(cells["budget"])
+    budgets = [b for b in settings.get("budgets", []) if b not in measured]
     if budgets:
         gaps.append(f"{part.name}: budget{'s' * (len(budgets) > 1)} {', '.join(map(str, budgets))} not measured yet")
+    held = cells.groupby("policy", sort=False)["budget"].agg(set)
+    for budget in (b for b in settings.get("budgets", []) if b in measured):
+        lacking = [policy for policy, have in held.items() if budget not in have]
+        if lacking:
+            gaps.append(f"{part.name}: budget {budget} not measured yet for {', '.join(lacking)}")
     expected = settings.get(part.setting)
     short = cells[cells[part.count] < expected] if expected is not None else cells.iloc[0:0]
     if not short.empty:
