@@ -4,6 +4,7 @@ import json
 import math
 import re
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -241,7 +242,30 @@ def test_a_result_table_records_each_run_that_wrote_rows_and_its_commit(tmp_path
     ]
     assert all(r["started"] <= r["ended"] for r in runs)
     line = provenance_line(json.loads(meta_path.read_text()))
-    assert "runs at commits `aaa0001` and earlier commits (1 rows), `bbb0002` (2 rows), `ddd0004` (1 rows)" in line
+    assert "runs at commits `aaa0001` and earlier commits (1 rows), `bbb0002` (2 rows; " in line
+    assert "`ddd0004` (1 rows; " in line and "the others did not record theirs" in line
+
+
+def test_each_run_records_its_machine_and_a_file_resumed_elsewhere_names_both(tmp_path, monkeypatch):
+    """The header's machine is only the latest run's: a file measured on one machine says so once, and one
+    resumed on another names each run's machine, instead of claiming the latest for every row."""
+    import ccviz.bench.results as results
+
+    def run_on(commit: str, cpu: str, directory: Path) -> ResultTable:
+        monkeypatch.setattr(results, "source_commit", lambda: commit)
+        monkeypatch.setattr(results, "git", lambda *args: "")
+        monkeypatch.setattr(results, "cpu_name", lambda: cpu)
+        return ResultTable(directory, "runs", ["case", "policy", "value"], ["case", "policy"], {"words": 10})
+
+    for directory, second_cpu in [(tmp_path / "same", "CPU A"), (tmp_path / "moved", "CPU B")]:
+        run_on("aaa0001", "CPU A", directory).add({"case": 0, "policy": "tova", "value": 1})
+        run_on("bbb0002", second_cpu, directory).add({"case": 1, "policy": "tova", "value": 2})
+        run_on("ccc0003", "CPU C", directory)  # opens the file (the header now says CPU C) and writes nothing
+    same = provenance_line(json.loads((tmp_path / "same" / "runs.json").read_text()))
+    assert "`aaa0001` (1 rows), `bbb0002` (1 rows), on CPU A, " in same and "CPU C" not in same
+    moved = provenance_line(json.loads((tmp_path / "moved" / "runs.json").read_text()))
+    assert "`aaa0001` (1 rows; CPU A, " in moved and "`bbb0002` (1 rows; CPU B, " in moved and "CPU C" not in moved
+    assert "(each run names its own)" in moved
 
 
 def test_a_result_table_grows_columns_refills_blank_cells_and_lets_extent_settings_change(tmp_path):

@@ -51,25 +51,45 @@ def _pivot(summary: pd.DataFrame, cell: Callable[[pd.Series], str], column: Call
 
 def provenance_line(meta: dict[str, Any]) -> str:
     """Where a results file's rows come from: its dates, the commit of each run that wrote rows (files before
-    ``runs`` was recorded name their latest run's), the machine and the settings."""
+    ``runs`` was recorded name their latest run's), the machine and the settings. Runs record their machine
+    (the header's is only the latest run's): unless every run recorded the same one, each run names its own
+    where it was recorded, as a file resumed on another machine must not claim one machine for all its rows."""
     first, last = meta.get("started", meta["date"])[:10], meta["date"][:10]
     dates = last if first == last else f"{first} to {last}"
     runs = meta.get("runs") or [{"commit": meta["commit"], "dirty": meta.get("dirty"), "rows": None}]
+    machines = [run.get("machine") for run in runs]
+    recorded = list(dict.fromkeys(filter(None, machines)))
+    one_machine = len(recorded) <= 1 and (all(machines) or not recorded)
     commits = ", ".join(
         f"`{run['commit']}`"
         + (" and earlier commits" if run.get("earlier") else "")
         + (" + uncommitted changes" if run.get("dirty") else "")
-        + ("" if run["rows"] is None else f" ({run['rows']} rows)")
+        + _parenthesised(
+            ([] if run["rows"] is None else [f"{run['rows']} rows"])
+            + ([] if one_machine or not run.get("machine") else [run["machine"]])
+        )
         for run in runs
     )
     which = "the latest run at commit" if "runs" not in meta else "runs at commits" if len(runs) > 1 else "at commit"
+    if not recorded:  # runs from before machines were recorded: the header's, the latest run's
+        machine = meta["machine"]
+    elif one_machine:
+        machine = recorded[0]
+    else:
+        names = " and ".join(recorded)
+        where = "each run names its own" if all(machines) else "where a run names it; the others did not record theirs"
+        machine = f"{names} ({where})"
     return (
-        f"_Measured {dates}, {which} {commits}, on {meta['machine']}, "
+        f"_Measured {dates}, {which} {commits}, on {machine}, "
         f"torch {meta['torch']} "
         f"({meta['torch_threads']} threads), {meta['settings'].get('model', '?')}; settings: "
         + ", ".join(f"{k}={v}" for k, v in meta["settings"].items() if k != "model")
         + "._"
     )
+
+
+def _parenthesised(parts: list[str]) -> str:
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def retention_tables(summary: pd.DataFrame, rows: pd.DataFrame | None = None) -> str:

@@ -206,6 +206,7 @@ class ResultTable:
         the header's commit alone names only the latest."""
         if self._run is None:
             self._run = {"commit": self.meta["commit"], "dirty": self.meta["dirty"], "started": self._opened}
+            self._run["machine"] = self.meta["machine"]  # the header's names only the latest run's
             self._run |= {"ended": "", "rows": 0, "policies": []}
             self.meta["runs"].append(self._run)
         self._run.update(ended=self.meta["date"], rows=self._run["rows"] + 1)
