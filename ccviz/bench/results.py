@@ -203,11 +203,10 @@ class ResultTable:
 
     def _record_run(self, row: dict[str, Any]) -> None:
         """Count a row in this run's entry of ``meta["runs"]``: a file grows over many runs and commits, and
-        the header's commit alone names only the latest."""
+        the header's commit and machine name only the latest."""
         if self._run is None:
             self._run = {"commit": self.meta["commit"], "dirty": self.meta["dirty"], "started": self._opened}
-            self._run["machine"] = self.meta["machine"]  # the header's names only the latest run's
-            self._run |= {"ended": "", "rows": 0, "policies": []}
+            self._run |= {"ended": "", "rows": 0, "policies": [], "machine": self.meta["machine"]}
             self.meta["runs"].append(self._run)
         self._run.update(ended=self.meta["date"], rows=self._run["rows"] + 1)
         policy = row.get("policy")
