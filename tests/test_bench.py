@@ -212,15 +212,22 @@ def test_result_table_resumes_and_refuses_other_settings(tmp_path):
     assert loaded["meta"]["demo"]["settings"] == {"words": 10} and loaded["meta"]["demo"]["commit"]
 
 
+def _run_table(monkeypatch, directory: Path, commit: str, cpu: str = "CPU A") -> ResultTable:
+    """The ``runs`` table opened by a run at ``commit`` (a clean tree) on a machine whose CPU is ``cpu``."""
+    import ccviz.bench.results as results
+
+    monkeypatch.setattr(results, "source_commit", lambda: commit)
+    monkeypatch.setattr(results, "git", lambda *args: "")
+    monkeypatch.setattr(results, "cpu_name", lambda: cpu)
+    return ResultTable(directory, "runs", ["case", "policy", "value"], ["case", "policy"], {"words": 10})
+
+
 def test_a_result_table_records_each_run_that_wrote_rows_and_its_commit(tmp_path, monkeypatch):
     """A file grows over runs at several commits: each run that wrote rows keeps its own entry, a run that wrote
     none adds nothing, and a file from before runs were recorded keeps its rows under its last commit, marked."""
-    import ccviz.bench.results as results
 
     def run_at(commit: str) -> ResultTable:
-        monkeypatch.setattr(results, "source_commit", lambda: commit)
-        monkeypatch.setattr(results, "git", lambda *args: "")  # a clean tree at that commit
-        return ResultTable(tmp_path, "runs", ["case", "policy", "value"], ["case", "policy"], {"words": 10})
+        return _run_table(monkeypatch, tmp_path, commit)
 
     legacy = run_at("aaa0001")
     legacy.add({"case": 0, "policy": "sliding", "value": 1})
@@ -249,18 +256,10 @@ def test_a_result_table_records_each_run_that_wrote_rows_and_its_commit(tmp_path
 def test_each_run_records_its_machine_and_a_file_resumed_elsewhere_names_both(tmp_path, monkeypatch):
     """The header's machine is only the latest run's: a file measured on one machine says so once, and one
     resumed on another names each run's machine, instead of claiming the latest for every row."""
-    import ccviz.bench.results as results
-
-    def run_on(commit: str, cpu: str, directory: Path) -> ResultTable:
-        monkeypatch.setattr(results, "source_commit", lambda: commit)
-        monkeypatch.setattr(results, "git", lambda *args: "")
-        monkeypatch.setattr(results, "cpu_name", lambda: cpu)
-        return ResultTable(directory, "runs", ["case", "policy", "value"], ["case", "policy"], {"words": 10})
-
     for directory, second_cpu in [(tmp_path / "same", "CPU A"), (tmp_path / "moved", "CPU B")]:
-        run_on("aaa0001", "CPU A", directory).add({"case": 0, "policy": "tova", "value": 1})
-        run_on("bbb0002", second_cpu, directory).add({"case": 1, "policy": "tova", "value": 2})
-        run_on("ccc0003", "CPU C", directory)  # opens the file (the header now says CPU C) and writes nothing
+        _run_table(monkeypatch, directory, "aaa0001", "CPU A").add({"case": 0, "policy": "tova", "value": 1})
+        _run_table(monkeypatch, directory, "bbb0002", second_cpu).add({"case": 1, "policy": "tova", "value": 2})
+        _run_table(monkeypatch, directory, "ccc0003", "CPU C")  # opens the file (the header now says CPU C), no rows
     same = provenance_line(json.loads((tmp_path / "same" / "runs.json").read_text()))
     assert "`aaa0001` (1 rows), `bbb0002` (1 rows), on CPU A, " in same and "CPU C" not in same
     moved = provenance_line(json.loads((tmp_path / "moved" / "runs.json").read_text()))
