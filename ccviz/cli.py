@@ -31,6 +31,20 @@ def _parser() -> argparse.ArgumentParser:
     source = run.add_mutually_exclusive_group(required=True)
     source.add_argument("--prompt", help="the prompt text")
     source.add_argument("--prompt-file", type=Path, help="read the prompt from a UTF-8 text file")
+    asked = run.add_mutually_exclusive_group()
+    asked.add_argument(
+        "--question",
+        help="a question about the prompt (the document), asked after it in the same turn; it and the turn's "
+        "end are never evicted and take no place of J",
+    )
+    asked.add_argument("--question-file", type=Path, help="read the question from a UTF-8 text file")
+    run.add_argument(
+        "--protect-question",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="keep the question apart from eviction (default); --no-protect-question streams it through the "
+        "refreshes like the document (the paper's protocol)",
+    )
     run.add_argument("--policy", required=True, help="eviction policy (see `python -m ccviz policies`)")
     run.add_argument("--cache-size", type=int, required=True, metavar="J", help="entries kept at each refresh")
     run.add_argument("--chunk-size", type=int, metavar="H", help="refresh every H tokens (default J/4)")
@@ -137,15 +151,16 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _read_prompt(args: argparse.Namespace) -> str:
-    if args.prompt is not None:
-        return args.prompt
+def _read_text(text: str | None, path: Path | None) -> str | None:
+    """``text``, else the UTF-8 file at ``path`` (None: neither given)."""
+    if text is not None or path is None:
+        return text
     try:
-        return args.prompt_file.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
-        raise CcvizError(f"{args.prompt_file} is not UTF-8 text") from None
+        raise CcvizError(f"{path} is not UTF-8 text") from None
     except OSError as err:
-        raise CcvizError(f"cannot read {args.prompt_file}: {err.strerror or err}") from None
+        raise CcvizError(f"cannot read {path}: {err.strerror or err}") from None
 
 
 def _parse_options(pairs: list[str]) -> dict[str, object]:
@@ -188,7 +203,7 @@ def _summary(trace) -> str:
     run = trace.run_config
     lines = [
         f"policy {run.describe()} · {run.describe_budget()}",
-        f"prompt {trace.prompt_length} tokens, "
+        f"prompt {trace.prompt_length} tokens{_question_note(trace)}, "
         f"generated {len(trace.tokens) - trace.prompt_length} ({trace.stop_reason})",
         f"refreshes {len(trace.cycles)}, final cache {kept} entries, peak {trace.peak_cache_length} "
         f"({trace.peak_cache_bytes / 2**20:.1f} MiB of K/V)",
@@ -204,6 +219,15 @@ def _summary(trace) -> str:
             f"the final cache counts what any layer holds",
         )
     return "\n".join(lines)
+
+
+def _question_note(trace) -> str:
+    """How many of the prompt's tokens are the question asked apart (and the turn's end), and their fate."""
+    start = trace.question_start
+    if start is None:
+        return ""
+    fate = "kept apart from eviction" if trace.kept_question else "evictable"
+    return f" (the last {trace.prompt_length - start} the question and the turn's end, {fate})"
 
 
 def _cmd_policies() -> None:
@@ -225,7 +249,11 @@ def _cmd_run(args: argparse.Namespace) -> None:
     from .engine import GenerationFailed, RunConfig, run_generation
     from .models import load_model
 
-    prompt = _read_prompt(args)
+    prompt = _read_text(args.prompt, args.prompt_file)
+    assert prompt is not None, "argparse requires --prompt or --prompt-file"
+    question = _read_text(args.question, args.question_file)
+    if question is not None and not question.strip():
+        raise CcvizError("the question is empty: give a question, or none")
     config = RunConfig(  # every setting is checked here, before the model loads
         policy=args.policy,
         policy_options=_parse_options(args.option),
@@ -249,11 +277,12 @@ def _cmd_run(args: argparse.Namespace) -> None:
         pyramid_beta=args.pyramid_beta,
         pin=tuple(args.pin),
         drop=tuple(args.drop),
+        protect_question=args.protect_question,
     )
     lm = load_model(args.model, device=args.device, dtype=args.dtype)
     bar = _ProgressBar()
     try:
-        trace = run_generation(lm, prompt, config, progress=bar)
+        trace = run_generation(lm, prompt, config, progress=bar, question=question)
     except GenerationFailed as err:  # nothing computed is lost: the partial trace is saved where asked
         kept = ""
         if args.out is not None:

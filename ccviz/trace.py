@@ -53,7 +53,7 @@ class Cycle:
     """One refresh: the candidates scored, every score signal, and the cache content afterwards.
 
     ``kept`` lists every surviving timestep in position order, frozen entries included, so it is
-    exactly the cache after the refresh; ``candidates`` excludes the frozen prefix. ``units`` (word
+    exactly the cache after the refresh; ``candidates`` excludes the frozen prefix and a kept question. ``units`` (word
     or sentence granularity only): each candidate's unit number, 0, 1, ... in candidate order.
 
     Under a per-layer allocation ``kept`` is what at least one layer holds, and ``layer_kept[l]`` says
@@ -193,6 +193,21 @@ class Trace:
     @property
     def prompt_length(self) -> int:
         return sum(1 for tok in self.tokens if tok.source == "prompt")
+
+    @property
+    def question_start(self) -> int | None:
+        """The first token of a question given apart from the document (None: none was)."""
+        start = self.config.get("question_start")
+        return start if is_whole(start) else None
+
+    @property
+    def kept_question(self) -> range:
+        """The positions the run kept apart from eviction: the question given apart and the template's turn
+        suffix after it, under ``protect_question`` (empty otherwise)."""
+        start = self.question_start
+        if start is None or not self.config.get("protect_question", False):
+            return range(0)
+        return range(start, int(self.config.get("prompt_tokens") or self.prompt_length))
 
     @property
     def final_kept(self) -> list[int]:

@@ -109,6 +109,29 @@ def test_run_prints_text_and_summary_and_saves_trace(tmp_path):
     assert "Paris" in trace.output_text
 
 
+def test_run_passes_the_question_through_and_says_it_was_kept(tmp_path, capsys):
+    from ccviz.cli import main
+
+    document, question = tmp_path / "doc.md", tmp_path / "question.txt"
+    document.write_text("The archive room's door code is 7193. " + "The committee met and talked. " * 12)
+    question.write_text("What is the archive room's door code?\n")
+    out = tmp_path / "asked.json"
+    common = ["run", "--model", "tiny-random", "--prompt-file", str(document), "--question-file", str(question)]
+    common += ["--policy", "sliding", "--cache-size", "8", "--max-new-tokens", "4", "--out", str(out)]
+    assert main(common) == 0
+    printed = capsys.readouterr().out
+    trace = Trace.load(out)
+    start = trace.question_start
+    assert start is not None and trace.kept_question == range(start, trace.prompt_length)
+    assert "".join(tok.text for tok in trace.tokens[start : trace.prompt_length]).startswith(
+        "What is the archive room's door code?<|im_end|>"
+    )
+    assert f"the last {trace.prompt_length - start} the question and the turn's end, kept apart" in printed
+    assert main([*common, "--no-protect-question"]) == 0
+    assert "evictable" in capsys.readouterr().out
+    assert Trace.load(out).kept_question == range(0)
+
+
 def test_run_under_a_pyramid_says_what_each_layer_holds(tmp_path, capsys):
     from ccviz.cli import main
 
@@ -184,6 +207,15 @@ def test_run_under_a_pyramid_says_what_each_layer_holds(tmp_path, capsys):
             "pyramid beta must be at least 1",
         ),
         (["--prompt", "hi", "--policy", "tova", "--cache-size", "8", "--allocation", "cone"], "invalid choice: 'cone'"),
+        (["--prompt", "hi", "--question", " ", "--policy", "full", "--cache-size", "8"], "the question is empty"),
+        (
+            ["--prompt", "hi", "--question-file", "/no/such/q.txt", "--policy", "full", "--cache-size", "8"],
+            "cannot read",
+        ),
+        (
+            ["--prompt", "hi", "--question", "a", "--question-file", "q.txt", "--policy", "full", "--cache-size", "8"],
+            "not allowed with argument",
+        ),
     ],
     ids=[
         "empty",
@@ -198,6 +230,9 @@ def test_run_under_a_pyramid_says_what_each_layer_holds(tmp_path, capsys):
         "adaptive",
         "beta",
         "allocation",
+        "blank-question",
+        "question-file",
+        "two-questions",
     ],
 )
 def test_bad_input_gives_one_line_error(args, message, capsys):

@@ -59,6 +59,7 @@ BAD = {
     "pyramid_beta": [(0.5, "pyramid beta must be at least 1"), ("steep", "pyramid beta must be a finite number")],
     "pin": [([""], "pin takes phrases of the prompt (non-empty strings)"), ((3,), "pin takes phrases")],
     "drop": [(5, "drop takes phrases of the prompt"), (["a", " "], "drop takes phrases")],
+    "protect_question": [("no", "protect_question must be true or false")],
     "policy_class": [
         ("Tova", "policy class must be written 'module:QualName'"),
         (3, "policy class must be written"),

@@ -56,7 +56,9 @@ class RunConfig:
     user-turn header (0 in raw text), ``recent=None`` and ``granularity=None`` the policy's own defaults,
     ``prefill_step=None`` h tokens per prefill forward. ``pin`` and ``drop`` are phrases of the prompt
     whose tokens are never evicted (taking places of J) or evicted at their first refresh
-    (:mod:`ccviz.engine.pins`); a list or a single string becomes a tuple. ``policy_options`` may be
+    (:mod:`ccviz.engine.pins`); a list or a single string becomes a tuple. ``protect_question``: a question
+    given apart from the document (``generate(..., question=...)``) is kept, never a candidate; False streams
+    it through the refreshes like the document (the paper's protocol). ``policy_options`` may be
     given as a dict; it is stored as sorted (name, value) pairs, so equal settings are equal (and hash
     equal) however they were written.
 
@@ -100,6 +102,9 @@ class RunConfig:
     # what-if phrases of the prompt (ccviz.engine.pins): pinned ones are never evicted, within J; dropped ones are
     pin: tuple[str, ...] = ()
     drop: tuple[str, ...] = ()
+    # a question given apart from the document (and the template's turn suffix after it) is never evicted and
+    # takes no place of J; False: it streams through the refreshes like any token (the paper's protocol)
+    protect_question: bool = flag("protect_question", default=True)
     policy_class: str | None = None  # "module:QualName" of a policy class that is not the one registered as ``policy``
     check_policy: InitVar[bool] = True
 
@@ -166,7 +171,7 @@ class RunConfig:
         text += f", {self.allocation}" if self.allocation != "uniform" else ""
         for verb, phrases in (("pinning", self.pin), ("dropping", self.drop)):
             text += f", {verb} {', '.join(map(repr, phrases))}" if phrases else ""
-        return text
+        return text if self.protect_question else text + ", question evictable"
 
     def describe_budget(self) -> str:
         """The budget in words, next to :meth:`describe`: ``J=64 · h=16 · frozen=3 · recent=0`` (and

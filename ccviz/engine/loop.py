@@ -27,16 +27,20 @@ from .session import CacheSession
 
 @dataclass(frozen=True)
 class PreparedRun:
-    """A validated run: the prompt's token ids and the config with every default resolved."""
+    """A validated run: the prompt's token ids, where its question starts (None: no question given apart)
+    and the config with every default resolved."""
 
     prompt_ids: list[int]
     config: RunConfig
+    question_start: int | None = None
 
 
-def prepare(lm: LoadedModel, prompt: str, config: RunConfig, policy: Policy | None = None) -> PreparedRun:
-    """Encode the prompt and resolve the config against it and the model (and ``policy``, when a built
-    one will run); no model work."""
-    encoded = encode_prompt(lm.tokenizer, prompt, chat=config.chat)
+def prepare(
+    lm: LoadedModel, prompt: str, config: RunConfig, policy: Policy | None = None, *, question: str | None = None
+) -> PreparedRun:
+    """Encode the prompt (the document, and ``question`` after it in the same turn) and resolve the config
+    against it and the model (and ``policy``, when a built one will run); no model work."""
+    encoded = encode_prompt(lm.tokenizer, prompt, chat=config.chat, question=question)
     n = len(encoded.ids)
     resolved = config.resolved(policy, template_prefix=encoded.template_prefix, prompt_tokens=n)
     limit, h = lm.max_positions, resolved.chunk_size
@@ -48,8 +52,8 @@ def prepare(lm: LoadedModel, prompt: str, config: RunConfig, policy: Policy | No
             f"the prompt has {n} tokens; with {config.max_new_tokens} new tokens that exceeds the model's "
             f"{limit} positions: shorten the prompt or lower max new tokens"
         )
-    find_marks(lm.tokenizer, encoded.ids, resolved)  # a phrase to pin or drop that is not there fails now
-    return PreparedRun(encoded.ids, resolved)
+    find_marks(lm.tokenizer, encoded.ids, resolved, encoded.question_start)  # a phrase not there fails now
+    return PreparedRun(encoded.ids, resolved, encoded.question_start)
 
 
 def run_generation(
@@ -62,15 +66,17 @@ def run_generation(
     on_refresh: RefreshCallback | None = None,
     policy: Policy | None = None,
     observers: Sequence[Policy] = (),
+    question: str | None = None,
 ) -> Trace:
-    """Generate from ``prompt`` under ``config`` and return the :class:`Trace` of the run.
+    """Generate from ``prompt`` (and ``question``, asked after it in the same turn) under ``config`` and
+    return the :class:`Trace` of the run.
 
     A stopped run returns its partial trace (status "cancelled"); a run that breaks raises
     :class:`GenerationFailed` carrying every token and refresh up to the error. ``policy``: a built
     instance to run instead of a fresh ``config.policy``; ``observers``: policies that watch every
     forward pass without evicting or being recorded, e.g. a probe (see :class:`CacheSession`).
     """
-    prepared = prepare(lm, prompt, config, policy)
+    prepared = prepare(lm, prompt, config, policy, question=question)
     session = CacheSession(
         lm,
         prepared.config,
@@ -78,6 +84,7 @@ def run_generation(
         on_refresh=on_refresh,
         prompt_ids=prepared.prompt_ids,
         observers=observers,
+        question_start=prepared.question_start,
     )
     prompt_ids = prepared.prompt_ids
     generated: list[int] = []
@@ -140,6 +147,7 @@ def generate(
     prompt: str,
     config: RunConfig | None = None,
     *,
+    question: str | None = None,
     progress: ProgressCallback | None = None,
     should_stop: StopCheck | None = None,
     on_refresh: RefreshCallback | None = None,
@@ -147,6 +155,12 @@ def generate(
     **settings: Any,
 ) -> Trace:
     """Generate from ``prompt`` under a managed cache and return the :class:`Trace` of the run.
+
+    ``question``: a question about ``prompt`` (the document), asked after it in the same user turn (a
+    blank line between them). It and the template's turn suffix are appended after the document's last
+    prefill refresh and never evicted, taking no place of J (``protect_question=False``: they stream
+    through the refreshes like the document, the paper's protocol); the trace's config records where it
+    starts (``question_start``). The full cache's prompt is the same, token for token.
 
     The run is ``config``, a :class:`RunConfig`, or the ``settings``: the keywords are exactly its fields
     (``policy``, ``cache_size``, ``chunk_size``, ``frozen``, ``recent``, ``max_new_tokens``, ...; see
@@ -196,6 +210,7 @@ def generate(
         on_refresh=on_refresh,
         policy=instance,
         observers=observers,
+        question=question,
     )
 
 

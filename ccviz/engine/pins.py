@@ -2,10 +2,11 @@
 
 ``RunConfig.pin`` and ``RunConfig.drop`` name phrases; here they become tokens, by the rule the explain
 search and the phrase-survival view use (:func:`ccviz.phrases.phrase_spans`): every occurrence, case
-ignored, each token that overlaps the phrase's characters, searched in the prompt after the frozen
-prefix (the document, in chat mode; frozen tokens are kept anyway). A pinned token joins the frozen
-entries in never being evicted, but takes one of the J places, so a refresh still keeps at most J
-candidates; :class:`~ccviz.engine.survivors.SurvivorSelector` applies both at every refresh.
+ignored, each token that overlaps the phrase's characters, searched in the document: the prompt after
+the frozen prefix (frozen tokens are kept anyway) and before a question given apart (kept too). A
+pinned token joins the frozen entries in never being evicted, but takes one of the J places, so a
+refresh still keeps at most J candidates; :class:`~ccviz.engine.survivors.SurvivorSelector` applies
+both at every refresh.
 """
 
 from __future__ import annotations
@@ -37,24 +38,29 @@ class Marks:
         return pinned, dropped
 
 
-def phrase_tokens(pieces: Sequence[str], phrase: str, frozen: int) -> np.ndarray:
+def phrase_tokens(pieces: Sequence[str], phrase: str, frozen: int, end: int | None = None) -> np.ndarray:
     """bool ``[len(pieces)]``: the prompt tokens (texts ``pieces``) a pinned or dropped ``phrase`` covers,
-    every occurrence after the ``frozen`` prefix."""
+    every occurrence after the ``frozen`` prefix (and before ``end``, when given)."""
     found = np.zeros(len(pieces), dtype=bool)
-    found[frozen:] = phrase_mask(pieces[frozen:], phrase)
+    end = len(pieces) if end is None else end
+    found[frozen:end] = phrase_mask(pieces[frozen:end], phrase)
     return found
 
 
 NO_MARKS = Marks(torch.zeros(0, dtype=torch.bool), torch.zeros(0, dtype=torch.bool))
 
 
-def find_marks(tokenizer: Any, prompt_ids: Sequence[int], config: RunConfig) -> Marks:
-    """The tokens ``config``'s (resolved) pins and drops cover in the prompt ``prompt_ids``; a one-line
-    :class:`CcvizError` for a phrase not in the document, or pins that with the recent window fill J."""
+def find_marks(
+    tokenizer: Any, prompt_ids: Sequence[int], config: RunConfig, question_start: int | None = None
+) -> Marks:
+    """The tokens ``config``'s (resolved) pins and drops cover in the prompt ``prompt_ids`` (in its document,
+    before ``question_start`` when the question is kept apart); a one-line :class:`CcvizError` for a phrase
+    not in the document, or pins that with the recent window fill J."""
     if not (config.pin or config.drop):
         return NO_MARKS
     frozen, recent = config.frozen, config.recent
     assert isinstance(frozen, int) and recent is not None, "a resolved config: frozen and recent are numbers"
+    end = question_start if config.protect_question else None
     pieces = tokenizer.batch_decode(
         [[i] for i in prompt_ids], skip_special_tokens=False, clean_up_tokenization_spaces=False
     )  # as the trace decodes its tokens, so a trace's texts find the same tokens
@@ -62,7 +68,7 @@ def find_marks(tokenizer: Any, prompt_ids: Sequence[int], config: RunConfig) -> 
     def covered(phrases: tuple[str, ...], verb: str) -> torch.Tensor:
         mask = np.zeros(len(prompt_ids), dtype=bool)
         for phrase in phrases:
-            found = phrase_tokens(pieces, phrase, frozen)
+            found = phrase_tokens(pieces, phrase, frozen, end)
             if not found.any():
                 raise CcvizError(f"cannot {verb} {phrase!r}: it is not in the document")
             mask |= found

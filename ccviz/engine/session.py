@@ -5,7 +5,10 @@ cache: the frozen prefix plus the J best-scored candidates survive (the last ``r
 them), one decision for all layers and heads (docs/method.md#the-refresh), or under a per-layer
 ``allocation`` one per layer (and KV head), each layer's K/V then holding only its own entries. Who
 survives is decided in :mod:`.survivors`; the policy only scores the candidates (a
-:class:`~ccviz.cache.Candidates` view). Positions are the original absolute positions, passed
+:class:`~ccviz.cache.Candidates` view). A question given apart from the document (``question_start``,
+under ``protect_question``) is kept like the frozen prefix: never a candidate, no place of J, and its tokens
+do not advance the refresh clock, so the document's refreshes fall where they would without it and the
+question arrives after the document's last prefill refresh. Positions are the original absolute positions, passed
 explicitly forever, so evicting entries never renumbers anything. :func:`ccviz.generate` is a loop
 over a session; teacher-forced perplexity, the efficiency measures, the benchmark probes and
 :func:`ccviz.explain.explain_token` (which pauses before a refresh) drive one directly.
@@ -46,7 +49,10 @@ class CacheSession:
     :data:`RefreshCallback`). ``prompt_length``: the prompt's length in tokens when known before it
     is fed, for the trace config's ``prompt_tokens`` (default: the prefill tokens fed so far).
     ``prompt_ids``: the prompt's token ids, when known before they are fed (they say its length too); a
-    config that pins or drops phrases needs them, to find the phrases (:mod:`.pins`).
+    config that pins or drops phrases needs them, to find the phrases (:mod:`.pins`). ``question_start``:
+    the prompt's first question token when a question was given apart (:func:`ccviz.prompts.encode_prompt`);
+    under ``protect_question`` the prompt's tokens from there on (the question and the template's turn
+    suffix) are kept apart from eviction; it needs the prompt's length.
     ``observers``: more policies to serve beside the run's own: each watches every forward pass (its
     ``observe`` runs, its attention and residual rows are captured) but never evicts, and nothing of
     it is recorded; score one yourself while a refresh is pending (``feed(..., refresh=False)``), as
@@ -64,10 +70,15 @@ class CacheSession:
         prompt_length: int | None = None,
         observers: Sequence[Policy] = (),
         prompt_ids: Sequence[int] | None = None,
+        question_start: int | None = None,
     ):
         self.lm = lm
         if prompt_ids is not None:
             prompt_length = len(prompt_ids)
+        if question_start is not None and not (prompt_length is not None and 0 < question_start < prompt_length):
+            raise CcvizError(
+                f"question_start ({question_start}) must fall inside the prompt, whose length must be given"
+            )
         self.policy: Policy = policy if policy is not None else config.build_policy()
         if policy is not None and policy.name != config.policy:
             raise CcvizError(f"the policy instance is {policy.name!r} but the config names {config.policy!r}")
@@ -93,11 +104,18 @@ class CacheSession:
         # Per-layer scores from each layer's (and KV head's) own attention, for the policies that have them.
         self.per_head = allocation != "uniform" and self.policy.head_scores
         self.processed = 0  # tokens fed so far = the position of the next one
+        self.question_start = question_start
+        # positions kept apart from eviction: the question and the turn suffix after it (protect_question)
+        self.question: tuple[int, int] | None = None
+        if question_start is not None and self.config.protect_question:
+            assert prompt_length is not None, "checked above"
+            self.question = (question_start, prompt_length)
+        self.clock = 0  # tokens fed that count towards the next refresh: every one but the kept question's
         self.refresh_pending = False  # a refresh fell due and waits for refresh() (feed(..., refresh=False))
         self.vocab_size = int(model.get_input_embeddings().num_embeddings)
         if (self.config.pin or self.config.drop) and prompt_ids is None:
             raise CcvizError("a run that pins or drops phrases needs its prompt's token ids up front (prompt_ids)")
-        marks = find_marks(lm.tokenizer, prompt_ids or (), self.config)
+        marks = find_marks(lm.tokenizer, prompt_ids or (), self.config, question_start)
         self.selector = SurvivorSelector(self.config, lm.tokenizer, self.vocab_size, num_layers, marks)
         self.phase: Phase = "prefill"
         reader: AnswerReader | None = None
@@ -105,8 +123,9 @@ class CacheSession:
             if prompt_length is None:
                 raise CcvizError("record_reads needs the prompt's length (CacheSession(..., prompt_length=N))")
             reader = AnswerReader(timestep=prompt_length - 1)
+        recorded = self.config.to_dict() | ({} if question_start is None else {"question_start": question_start})
         self.recorder = TraceRecorder(
-            lm.tokenizer, lm.name, self.config.to_dict(), prompt_length, None if reader is None else reader.steps
+            lm.tokenizer, lm.name, recorded, prompt_length, None if reader is None else reader.steps
         )
         # The policy and its companions all watch every forward pass; one capture serves them all.
         scorers = companions(self.policy, self.chunk_size) if self.config.record == "all" else []
@@ -133,9 +152,31 @@ class CacheSession:
         return self.recorder.snapshot()
 
     def next_pass_length(self) -> int:
-        """Tokens the next forward pass takes at most: up to the next refresh, and at most the prefill step."""
-        h = self.chunk_size
-        return min(h - self.processed % h, self.prefill_step)
+        """Tokens the next forward pass takes at most: up to the next refresh, and at most the prefill step;
+        the kept question is a pass (or passes) of its own."""
+        h, at = self.chunk_size, self.processed
+        if self.question is not None:
+            start, end = self.question
+            if start <= at < end:
+                return min(end - at, self.prefill_step)
+            if at < start:
+                return min(h - self.clock % h, self.prefill_step, start - at)
+        return min(h - self.clock % h, self.prefill_step)
+
+    def in_question(self, positions: torch.Tensor) -> torch.Tensor:
+        """bool, the shape of ``positions``: which are the kept question's (none without one)."""
+        if self.question is None:
+            return torch.zeros_like(positions, dtype=torch.bool)
+        start, end = self.question
+        return (positions >= start) & (positions < end)
+
+    def candidate_rows(self) -> torch.Tensor:
+        """long ``[candidates]``: the cache rows a refresh decides on, ascending: every entry after the frozen
+        prefix but the kept question's. The policy scores every entry after the frozen prefix (the question
+        is context it may read); these rows of its scores are the ones ranked."""
+        frozen = self.cache.frozen
+        rows = torch.arange(frozen, max(frozen, len(self.cache)))  # none while the frozen prefix is still fed
+        return rows[~self.in_question(self.cache.pos[frozen:])]
 
     def feed(
         self, token_ids: Sequence[int], *, phase: Phase = "prefill", all_logits: bool = False, refresh: bool = True
@@ -177,9 +218,10 @@ class CacheSession:
         outputs, start = [], 0
         while start < len(ids):
             end = start + self.next_pass_length()
+            clock = self.clock
             outputs.append(self._forward(ids[start:end], tokens[start:end], all_logits))
             start = end
-            if self.processed % self.chunk_size == 0:
+            if self.clock != clock and self.clock % self.chunk_size == 0:
                 if refresh or start < len(ids):
                     self.refresh()
                 else:
@@ -207,6 +249,7 @@ class CacheSession:
         )
         self.cache.append(tok, pos, capture.residuals)
         self.processed += len(ids)
+        self.clock += int((~self.in_question(pos)).sum())
         self.recorder.fed(
             ids, self.phase, len(self.cache), self.cache.kv_bytes()
         )  # before observing: a failing policy still leaves them recorded
@@ -232,10 +275,10 @@ class CacheSession:
         return score
 
     def visible_candidates(self) -> torch.Tensor | None:
-        """bool ``[layers, kv_heads, candidates]``: which candidates each layer's KV heads still see
-        (None under ``uniform``, where all of them see every entry)."""
+        """bool ``[layers, kv_heads, candidates]``: which candidates (:meth:`candidate_rows`) each layer's KV
+        heads still see (None under ``uniform``, where all of them see every entry)."""
         layers = self.cache.layers
-        return None if layers is None else layers.visible(len(self.cache))[:, :, self.cache.frozen :]
+        return None if layers is None else layers.visible(len(self.cache))[:, :, self.candidate_rows()]
 
     @staticmethod
     def per_candidate(score: torch.Tensor, visible: torch.Tensor | None) -> torch.Tensor:
@@ -251,7 +294,7 @@ class CacheSession:
     def units(self, score: torch.Tensor | None = None) -> torch.Tensor | None:
         """The unit number of every candidate (long ``[candidates]``), or None at token granularity;
         ``left_context`` units are made from the candidates' ``score`` too."""
-        return self.selector.units(self.cache.tok[self.cache.frozen :], score)
+        return self.selector.units(self.cache.tok[self.candidate_rows()], score)
 
     def survivors(
         self,
@@ -261,42 +304,49 @@ class CacheSession:
         units: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Indices (into the candidates, ascending) that one decision for every layer keeps given the
-        candidates' ``score`` (:meth:`SurvivorSelector.survivors`); ``cache_size`` / ``recent`` default
-        to the run's, ``units`` to :meth:`units`."""
+        candidates' ``score`` ``[candidates]`` (:meth:`SurvivorSelector.survivors`; a policy's score of its
+        view: :meth:`ranked` of it); ``cache_size`` / ``recent`` default to the run's, ``units`` to :meth:`units`."""
         units = self.units(score) if units is None else units
-        frozen = self.cache.frozen
+        rows = self.candidate_rows()
         return self.selector.survivors(
-            score, units, cache_size, recent, tok=self.cache.tok[frozen:], pos=self.cache.pos[frozen:]
+            score, units, cache_size, recent, tok=self.cache.tok[rows], pos=self.cache.pos[rows]
         )
+
+    def ranked(self, score: torch.Tensor) -> torch.Tensor:
+        """The candidates' rows (:meth:`candidate_rows`) of a score over the policy's view (dim 0: every
+        entry after the frozen prefix, as :meth:`candidates` gives it)."""
+        return score[self.candidate_rows() - self.cache.frozen]
 
     @torch.inference_mode()
     def refresh(self) -> None:
-        """Score the candidates (everything after the frozen prefix) and keep the frozen prefix plus what
+        """Score the candidates (everything after the frozen prefix but the kept question) and keep the frozen
+        prefix, the kept question and what
         :mod:`.survivors` decides (the J best, the last ``recent`` always among them; whole words or
         sentences under ``granularity``; per layer under ``allocation``); one gather evicts the rest from
         every layer and side table."""
         self.refresh_pending = False
         cache, policy, config = self.cache, self.policy, self.config
         view = self.candidates()
-        candidates = view.pos
+        rows = self.candidate_rows()
+        candidates = cache.pos[rows]
         started = time.perf_counter()
         visible = self.visible_candidates()  # computed once: the policy, its companions and the eviction read it
         shared = time.perf_counter() - started
         # Companion signals see the same candidates; they are not timed as part of the policy's refresh.
         recorded = {
-            _signal(scorer): self.per_candidate(self._score(scorer, view), visible).tolist()
+            _signal(scorer): self.per_candidate(self.ranked(self._score(scorer, view)), visible).tolist()
             for scorer in self.companions
         }
         started = time.perf_counter() - shared
         scores: dict[str, list[float]] = {}
         units = None
         if policy.evicts:
-            score = self._score(policy, view)
+            score = self.ranked(self._score(policy, view))
             scores[_signal(policy)] = self.per_candidate(score, visible).tolist()
-            units = self.selector.units(view.tok, score)
+            units = self.selector.units(cache.tok[rows], score)
             if units is not None:  # what ranked each candidate: its unit's pooled score
                 scores[f"{policy.signal}:{config.granularity}"] = pool_scores(score, units, config.pool)[units].tolist()
-            self.selector.keep(cache, score, units, visible)
+            self.selector.keep(cache, rows, score, units, visible)
         seconds = time.perf_counter() - started
         trace = self.recorder.refreshed(
             self.phase,

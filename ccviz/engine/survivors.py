@@ -229,20 +229,25 @@ class SurvivorSelector:
         return select_units(score, units, cache_size, recent, pool)
 
     def keep(
-        self, cache: CacheState, score: torch.Tensor, units: torch.Tensor | None, visible: torch.Tensor | None
+        self,
+        cache: CacheState,
+        rows: torch.Tensor,
+        score: torch.Tensor,
+        units: torch.Tensor | None,
+        visible: torch.Tensor | None,
     ) -> None:
-        """Evict from ``cache`` what this refresh does not keep: the frozen prefix and the survivors stay.
+        """Evict from ``cache`` what this refresh does not keep: every entry outside the candidates (the frozen
+        prefix, a kept question) stays, and the candidates' survivors.
 
-        ``score``: the policy's ``[candidates]`` (or ``[candidates, layers, kv_heads]``); ``units`` from
-        :meth:`units`; ``visible``: bool ``[layers, kv_heads, candidates]`` under a per-layer allocation
-        (which candidates each layer's KV heads still see), None under ``uniform``: one gather for all.
+        ``rows``: the candidates' rows in the cache, long ``[candidates]`` ascending; ``score``: the policy's
+        ``[candidates]`` (or ``[candidates, layers, kv_heads]``); ``units`` from :meth:`units`; ``visible``:
+        bool ``[layers, kv_heads, candidates]`` under a per-layer allocation (which candidates each layer's KV
+        heads still see), None under ``uniform``: one gather for all.
         """
-        frozen = torch.arange(cache.frozen)
-        pos, config = cache.pos[cache.frozen :], self.config
+        pos, tok, config = cache.pos[rows], cache.tok[rows], self.config
         if visible is None:
             if score.shape[0] > config.cache_size or bool(self.marks.at(pos)[1].any()):
-                survivors = self.survivors(score, units, tok=cache.tok[cache.frozen :], pos=pos)
-                cache.keep(torch.cat([frozen, cache.frozen + survivors]))
+                cache.keep(_kept_rows(len(cache), rows, rows[self.survivors(score, units, tok=tok, pos=pos)]))
             return
         rest, pinned = self.split(pos, score.shape[0])
         before, places = int(visible.sum()), config.cache_size - pinned.numel()
@@ -254,21 +259,28 @@ class SurvivorSelector:
             )
             assert budgets is not None, "built under pyramid"
             kept = [
-                torch.sort(torch.cat([rest[k], pinned])).values
+                torch.cat([rest[k], pinned])
                 for k in pyramid_keep(score[rest], visible[:, 0, rest], budgets, config.recent)
             ]
             if sum(k.numel() for k in kept) < before:
-                cache.keep_per_layer([torch.cat([frozen, cache.frozen + k]) for k in kept])
+                cache.keep_per_layer([_kept_rows(len(cache), rows, rows[k]) for k in kept])
             return
-        pairs = []  # per layer, bool [kv_heads, candidates]: the rule's choice among the rest, and every pin
+        pairs = []  # per layer, bool [kv_heads, entries]: every entry outside the candidates, the rule's choice
         for pair in adaptive_keep(score[rest], visible[:, :, rest], places, config.recent):
-            full = pair.new_zeros(pair.shape[0], len(pos))
-            full[:, rest], full[:, pinned] = pair, True
+            full = pair.new_ones(pair.shape[0], len(cache))
+            full[:, rows] = False
+            full[:, rows[rest]], full[:, rows[pinned]] = pair, True
             pairs.append(full)
-        if sum(int(p.sum()) for p in pairs) == before:
+        if sum(int(p[:, rows].sum()) for p in pairs) == before:
             return
-        rows = [pair.any(dim=0).nonzero()[:, 0] for pair in pairs]
-        heads = [
-            torch.cat([pair.new_ones(pair.shape[0], cache.frozen), pair[:, r]], dim=1) for pair, r in zip(pairs, rows)
-        ]
-        cache.keep_per_layer([torch.cat([frozen, cache.frozen + r]) for r in rows], heads)
+        kept_rows = [pair.any(dim=0).nonzero()[:, 0] for pair in pairs]
+        cache.keep_per_layer(kept_rows, [pair[:, r] for pair, r in zip(pairs, kept_rows)])
+
+
+def _kept_rows(entries: int, rows: torch.Tensor, survivors: torch.Tensor) -> torch.Tensor:
+    """long, ascending: the cache rows a refresh keeps, out of ``entries``: every row outside the candidates'
+    ``rows``, and the ``survivors`` among them."""
+    kept = torch.ones(entries, dtype=torch.bool)
+    kept[rows] = False
+    kept[survivors] = True
+    return kept.nonzero()[:, 0]

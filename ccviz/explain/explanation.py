@@ -18,12 +18,14 @@ class Explanation:
     """One token at one refresh. ``entries`` are the refresh's candidates (positions, frozen prefix
     excluded) and ``row`` the token's index among them; the attention lists are ``[heads][entries]``:
     ``counter_causal[h][j]`` what the token's reversed query puts on entry j (its future only),
-    ``causal[h][j]`` what entry j's own causal query puts on the token (the token itself and the entries after it)."""
+    ``causal[h][j]`` what entry j's own causal query puts on the token (the token itself and the entries after it).
+    A question kept apart is no candidate, but it is context the policy reads: its entries are among
+    ``entries``."""
 
     refresh: int
     position: int
     text: str
-    status: str  # "candidate", "frozen", "evicted" (before this refresh) or "unseen" (not yet processed)
+    status: str  # "candidate", "frozen", "question" (kept apart), "evicted" (before this refresh) or "unseen"
     reason: str  # one or two sentences: why it was kept or evicted, or why there is nothing to explain
     kept: bool | None = None
     entries: list[int] = field(default_factory=list)
@@ -74,9 +76,21 @@ def explain_without_replay(trace: Trace, refresh: int, position: int) -> Explana
         return Explanation(
             refresh, position, text, "unseen", f"Not processed yet at refresh {refresh} (after {cycle.step} tokens)."
         )
+    question = trace.kept_question
+    if position in question:
+        return Explanation(
+            refresh,
+            position,
+            text,
+            "question",
+            "Part of the question (or the turn's end after it), which this run keeps apart: never a candidate, "
+            "never evicted, no place of J.",
+            kept=True,
+        )
     run, prompt = trace.run_config, [tok.text for tok in trace.tokens[: trace.prompt_length]]
+    end = question.start if question else None
     for phrase, kept in [*((p, True) for p in run.pin), *((p, False) for p in run.drop)]:
-        if position < len(prompt) and phrase_tokens(prompt, phrase, frozen)[position]:  # the engine's own rule
+        if position < len(prompt) and phrase_tokens(prompt, phrase, frozen, end)[position]:  # the engine's own rule
             return Explanation(
                 refresh,
                 position,

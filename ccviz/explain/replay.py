@@ -86,15 +86,17 @@ def _reason(
 def _explain_here(session: CacheSession, cycle: Cycle, refresh: int, t: int, text: str) -> Explanation:
     """The explanation at the refresh pending in ``session``: its cache still holds every candidate."""
     lm, view = session.lm, session.candidates()
-    candidates = view.pos.tolist()
+    rows = session.candidate_rows() - session.cache.frozen  # the candidates among the policy's view
+    candidates = view.pos[rows].tolist()
     if candidates != cycle.candidates:
         raise CcvizError(
             f"replaying this trace does not reproduce refresh {refresh} (another model or other settings?)"
         )
     row = candidates.index(t)
+    entry = int(rows[row])  # its row in the view, which the attention reads are over
     policy = session.policy
     if policy.evicts:
-        score = policy.score_candidates(lm.model, view).to(torch.float32).cpu()
+        score = session.ranked(policy.score_candidates(lm.model, view).to(torch.float32).cpu())
     else:
         score = torch.zeros(len(candidates))
     units = session.units(score)
@@ -109,14 +111,14 @@ def _explain_here(session: CacheSession, cycle: Cycle, refresh: int, t: int, tex
     )
     scorer = _surprise_policy(policy)
     surprise = {
-        name: dataclasses.replace(scorer, score=name, smooth=0).score_candidates(lm.model, view).cpu()
+        name: session.ranked(dataclasses.replace(scorer, score=name, smooth=0).score_candidates(lm.model, view).cpu())
         for name in SURPRISE_SCORES
     }
     kv, tok, pos, hidden = scorer.stream_inputs(lm.model, view)
     settings = dict(variant=scorer.variant, min_gap=scorer.min_gap, window=scorer.window, from_layer=scorer.from_layer)
-    reads = counter_causal_weights(lm.model, kv, tok, pos, hidden, row=row, **settings)
+    reads = counter_causal_weights(lm.model, kv, tok, pos, hidden, row=entry, **settings)
     last = len(decoder_layers(lm.model)) - 1
-    received = causal_weights_received(lm.model, view.keys(last), pos, view.residuals[last], column=row)
+    received = causal_weights_received(lm.model, view.keys(last), pos, view.residuals[last], column=entry)
     return Explanation(
         refresh=refresh,
         position=t,
@@ -124,8 +126,8 @@ def _explain_here(session: CacheSession, cycle: Cycle, refresh: int, t: int, tex
         status="candidate",
         reason=reason,
         kept=kept,
-        entries=candidates,
-        row=row,
+        entries=view.pos.tolist(),
+        row=entry,
         signal=policy.signal if policy.evicts else None,
         score=float(score[row]) if policy.evicts else None,
         rank=rank,
@@ -158,6 +160,7 @@ def explain_token(lm: LoadedModel, trace: Trace, refresh: int, position: int) ->
         refresh,
         position,
         trace.tokens[position].text,
+        question_start=trace.question_start,
     )
 
 
@@ -170,9 +173,12 @@ def replay_explanation(
     refresh: int,
     position: int,
     text: str,
+    *,
+    question_start: int | None = None,
 ) -> Explanation:
     """Feed ``ids`` (the run's first ``cycle.step`` tokens: the prompt, then generated tokens one per pass,
-    as the run did), pause before refresh ``refresh`` and explain token ``position`` there."""
+    as the run did; ``question_start``: where its question given apart starts), pause before refresh
+    ``refresh`` and explain token ``position`` there."""
     if config.allocation != "uniform":
         raise CcvizError(
             f"explain replays the one keep decision all layers share, and this run's allocation "
@@ -181,7 +187,9 @@ def replay_explanation(
         )
     # The fast counter-causal scorer watches the replay: it stores H^(L-1), the rows the causal attention
     # each candidate receives is computed from.
-    session = CacheSession(lm, config, prompt_ids=ids[:prompt_length], observers=[CounterCausalFast()])
+    session = CacheSession(
+        lm, config, prompt_ids=ids[:prompt_length], observers=[CounterCausalFast()], question_start=question_start
+    )
     session.feed(ids[:prompt_length], refresh=False)
     for token in ids[prompt_length:]:
         session.feed([token], phase="decode", refresh=False)

@@ -38,11 +38,13 @@ class Task(Protocol):
 
 @dataclass(frozen=True)
 class RunTask:
-    """One generation: the model, the prompt and the :class:`RunConfig`, which together decide its result."""
+    """One generation: the model, the prompt (the document, and ``question`` when one is asked apart from it)
+    and the :class:`RunConfig`, which together decide its result."""
 
     model: str
     prompt: str
     config: RunConfig
+    question: str | None = None
 
     @property
     def label(self) -> str:
@@ -51,8 +53,10 @@ class RunTask:
     def check(self, lm: LoadedModel) -> int:
         """Validate everything without running (the config, the prompt against the model's context, what
         the policy reads); return the prompt's token count. The app adds its own token limit."""
-        prepared = prepare(lm, self.prompt, self.config)
-        CacheSession(lm, prepared.config, prompt_ids=prepared.prompt_ids)  # cheap: no forward pass
+        prepared = prepare(lm, self.prompt, self.config, question=self.question)
+        CacheSession(
+            lm, prepared.config, prompt_ids=prepared.prompt_ids, question_start=prepared.question_start
+        )  # cheap: no forward pass
         return len(prepared.prompt_ids)
 
     def execute(
@@ -63,7 +67,13 @@ class RunTask:
         on_refresh: RefreshCallback | None = None,
     ) -> Trace:
         return run_generation(
-            lm, self.prompt, self.config, progress=progress, should_stop=should_stop, on_refresh=on_refresh
+            lm,
+            self.prompt,
+            self.config,
+            progress=progress,
+            should_stop=should_stop,
+            on_refresh=on_refresh,
+            question=self.question,
         )
 
 
@@ -72,17 +82,18 @@ class FullCacheTask:
     """The full cache's run of the same document with the same decoding as a run (:meth:`beside`), recording
     what its answer read: what the model says when nothing is evicted.
 
-    Its key holds only the document, the model and the decoding (``RunConfig.decoding``), so every budget and
-    policy run on one document shares one full-cache run. The cache size is the model's context (one prefill
-    pass of up to a quarter of it: no refresh ever runs)."""
+    Its key holds only the document (and question), the model and the decoding (``RunConfig.decoding``), so
+    every budget and policy run on one document shares one full-cache run. The cache size is the model's
+    context (one prefill pass of up to a quarter of it: no refresh ever runs)."""
 
     model: str
     prompt: str
     decoding: tuple[tuple[str, Any], ...]
+    question: str | None = None
 
     @classmethod
     def beside(cls, run: RunTask) -> FullCacheTask:
-        return cls(run.model, run.prompt, run.config.decoding)
+        return cls(run.model, run.prompt, run.config.decoding, run.question)
 
     @property
     def label(self) -> str:
@@ -98,7 +109,9 @@ class FullCacheTask:
         should_stop: Callable[[], bool],
         on_refresh: RefreshCallback | None = None,
     ) -> Trace:
-        return run_generation(lm, self.prompt, self.config(lm), progress=progress, should_stop=should_stop)
+        return run_generation(
+            lm, self.prompt, self.config(lm), progress=progress, should_stop=should_stop, question=self.question
+        )
 
 
 @dataclass(frozen=True)
