@@ -205,9 +205,9 @@ class Trace:
         """The positions the run kept apart from eviction: the question given apart and the template's turn
         suffix after it, under ``protect_question`` (empty otherwise)."""
         start = self.question_start
-        if start is None or not self.config.get("protect_question", False):
+        if start is None or self.config.get("protect_question") is not True:
             return range(0)
-        return range(start, int(self.config.get("prompt_tokens") or self.prompt_length))
+        return range(start, max(start, self.config.get("prompt_tokens") or self.prompt_length))
 
     @property
     def final_kept(self) -> list[int]:
@@ -297,6 +297,9 @@ class Trace:
             _expect(key in data, f"missing field {key!r}")
         config = data["config"]
         _expect(isinstance(config, dict), "'config' must be an object")
+        for key in ("prompt_tokens", "question_start"):  # positions the views index by
+            value = config.get(key, 0)
+            _expect(is_whole(value) and value >= 0, f"config.{key} must be a non-negative integer")
         tokens = [_token(i, raw) for i, raw in enumerate(_list(data["tokens"], "tokens"))]
         n_tokens = len(tokens)
         cycles = [_cycle(i, raw, n_tokens) for i, raw in enumerate(_list(data["cycles"], "cycles"))]

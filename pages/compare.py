@@ -7,6 +7,7 @@ from ccviz.ui.frame import ensure_app_frame
 from ccviz.ui.full_cache_view import full_cache_compare, full_cache_input, runs_and_full_cache, with_full_cache
 from ccviz.ui.inputs import allocation_input, budget_input, decoding_input, document_input, policy_input, unit_input
 from ccviz.ui.links import linked
+from ccviz.ui.question import keep_question_input, protect_question, question_input
 from ccviz.ui.state import run_controls
 from ccviz.ui.views import compare_view, live_view
 from ccviz.worker.tasks import RunTask
@@ -39,11 +40,13 @@ with st.sidebar:
             runs.append((policy, options, units | allocation_input(f"cmp.p{i}", policy, units["granularity"])))
     st.header("Budget (shared)")
     budget = budget_input("cmp")
+    keep_question = keep_question_input("cmp")
     st.header("Decoding (shared)")
     decoding = decoding_input("cmp")
     beside_full = full_cache_input("cmp")
 
 text, chat = document_input()
+question = question_input(text)
 phrase = st.text_input(
     "Phrase to track",
     value=linked("cmp.phrase", ""),
@@ -60,7 +63,16 @@ done = run_controls(
             RunTask(
                 model.name,
                 text,
-                RunConfig(policy=policy, policy_options=options, chat=chat, **budget, **decoding, **units),
+                RunConfig(
+                    policy=policy,
+                    policy_options=options,
+                    chat=chat,
+                    **budget,
+                    **decoding,
+                    **units,
+                    protect_question=protect_question(keep_question, question),
+                ),
+                question=question,
             )
             for policy, options, units in runs
         ],

@@ -16,6 +16,7 @@ from ccviz.ui.full_cache_view import (
 from ccviz.ui.inputs import allocation_input, budget_input, decoding_input, document_input, policy_input, unit_input
 from ccviz.ui.links import linked_checkbox
 from ccviz.ui.needle_sample import NEEDLE_KEY
+from ccviz.ui.question import keep_question_input, protect_question, question_input
 from ccviz.ui.state import run_controls
 from ccviz.ui.views import live_view, retention_view
 from ccviz.ui.what_if import what_if_section
@@ -37,6 +38,7 @@ with st.sidebar:
     units |= allocation_input("run", policy, units["granularity"])
     st.header("Budget")
     budget = budget_input("run")
+    keep_question = keep_question_input("run")
     st.header("Decoding")
     decoding = decoding_input("run")
     st.header("Trace")
@@ -51,6 +53,7 @@ with st.sidebar:
     beside_full = full_cache_input(PAGE)
 
 text, chat = document_input()
+question = question_input(text)
 done = run_controls(
     PAGE,
     "Run",
@@ -68,7 +71,9 @@ done = run_controls(
                     **units,
                     record="all" if record_all else "policy",
                     record_reads=record_reads,
+                    protect_question=protect_question(keep_question, question),
                 ),
+                question=question,
             )
         ],
         beside_full,

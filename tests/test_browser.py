@@ -2,10 +2,11 @@
 
 Pastes a sample document, runs counter_causal_fast on the Run page and counter_causal_fast against
 sliding on the Compare page, and checks each heatmap rendered (with a working hover) and no exception
-box appeared. Then the teaching features: the live heatmap (its first rows timed), cancel, the SVG and
-HTML exports, reloads. Three sessions paste different documents and click Run together: each gets its
-own result from the one model worker (marked slow). Screenshots go to test-artifacts/ for a human to look at;
-the README's two (docs/images/) are taken by the first test, see docs/reliability.md#the-readmes-screenshots.
+box appeared; picks the clinical sample, whose question is asked apart and kept. Then the teaching
+features: the live heatmap (its first rows timed), cancel, the SVG and HTML exports, reloads. Three
+sessions paste different documents and click Run together: each gets its own result from the one model
+worker (marked slow). Screenshots go to test-artifacts/ for a human to look at; the README's two
+(docs/images/) are taken by the first test, see docs/reliability.md#the-readmes-screenshots.
 
 A second server on the tiny random model checks what AppTest cannot: a deep link as the server's first
 request, Streamlit's own range message, a real file upload, markup in a document staying inert, and a
@@ -156,6 +157,41 @@ def test_paste_run_and_compare(app_url, tmp_path):
             survived = page.locator("h3").filter(has_text="survive?").first  # the phrase badges, then the heatmaps
             _documentation_screenshot(page, survived, "compare.png", tmp_path)
             _no_exception(page)
+
+
+def test_the_clinical_samples_question_is_asked_apart_and_kept(app_url, tmp_path):
+    """Picking the clinical record fills the Question box with its question; the run's trace (downloaded from
+    the page) holds that question after the document, from its question_start on, kept out of eviction."""
+    from playwright.sync_api import expect, sync_playwright
+
+    from ccviz import Trace
+    from ccviz.ui.samples import load_samples
+
+    sample = next(s for s in load_samples() if "Clinical" in s.title)
+    with sync_playwright() as p, chromium(p) as browser:
+        page = open_page(browser, app_url)
+        with photographed_on_failure({"question-failure.png": page}):
+            model_ready(page)
+            page.get_by_role("combobox", name="Sample document").click()
+            page.get_by_role("option", name=sample.title, exact=True).click()
+            idle(page)
+            expect(page.get_by_role("textbox", name="Question (optional)")).to_have_value(sample.question or "")
+            set_number(page, "Max new tokens", 4)  # the prefill decides what is kept
+            page.get_by_role("button", name="Run", exact=True).click()
+            page.wait_for_selector(FINAL_VIEW, timeout=RUN_TIMEOUT_MS)
+            idle(page)
+            _no_exception(page)
+            with page.expect_download(timeout=60_000) as download:
+                page.get_by_role("button", name="Download trace JSON").click()
+            path = tmp_path / "question.json"
+            download.value.save_as(path)
+            trace = Trace.load(path)
+            assert trace.question_start is not None and trace.config["protect_question"] is True
+            asked = "".join(tok.text for tok in trace.tokens[trace.question_start : trace.prompt_length])
+            assert asked == f"{sample.question}<|im_end|>\n<|im_start|>assistant\n", asked
+            assert list(trace.kept_question) == list(range(trace.question_start, trace.prompt_length))
+            assert (trace.eviction_refreshes()[list(trace.kept_question)] == -1).all()  # never evicted
+            assert "question kept" in page.locator(".js-plotly-plot .gtitle").first.text_content()
 
 
 # Every token of the answer-read view, in order: its text and whether it is struck (evicted, unreadable).

@@ -20,6 +20,7 @@ from ccviz.figures import (
     recorded_values,
     retention_grid,
     retention_heatmap,
+    retention_image_html,
     run_summary,
     sentence_html,
     split_sentences,
@@ -132,7 +133,7 @@ def test_heatmap_pads_short_rows_and_hover_text_is_escaped():
     grid = retention_grid(trace)
     assert grid.timesteps[0].tolist() == [0, 1, -1, -1]
     assert np.isnan(grid.z[0, 2:]).all()
-    assert grid.text[1][2] == " &lt;b&gt;42&lt;/b&gt;"
+    assert grid.text[1][2] == "“ &lt;b&gt;42&lt;/b&gt;”"
 
 
 def test_score_colouring_reads_each_refreshs_score_of_each_kept_token():
@@ -148,6 +149,59 @@ def test_score_colouring_reads_each_refreshs_score_of_each_kept_token():
 def test_source_colouring_separates_frozen_prompt_and_generated():
     grid = retention_grid(_trace(), colour="source")
     assert grid.z[2].tolist() == [0, 1, 1, 2]
+
+
+def _question_trace(protect: bool = True) -> Trace:
+    """The hand-made run with its last two prompt tokens (t = 8, 9) a question asked apart, kept or not."""
+    trace = _trace()
+    trace.config |= {"question_start": 8, "protect_question": protect, "prompt_tokens": 10}
+    return trace
+
+
+def test_a_kept_question_has_its_own_source_band_label_and_hover():
+    trace = _question_trace()
+    grid = retention_grid(trace, colour="source")
+    assert grid.kept_question and grid.z[2].tolist() == [0, 1, 3, 2]  # t = 0, 4, 9, 10: frozen, prompt, question
+    assert grid.text[2][2] == "“.”  question (kept)" and "question" not in grid.text[2][1]
+    axis = retention_heatmap(trace, colour="source").layout.coloraxis
+    assert list(axis.colorbar.ticktext) == ["frozen", "prompt", "generated", "question (kept)"]
+    assert (axis.cmin, axis.cmax) == (-0.5, 3.5) and axis.colorscale[-1][1] == "#54a24b"
+    assert "question kept" in retention_heatmap(trace).layout.title.text  # named in every colouring
+    assert "green = question (kept)" in retention_image_html(trace, colour="source")
+    # Compared beside a run without a question, both share the four bands.
+    fig = comparison_heatmaps([_trace(), trace], ["A", "B"], colour="source")
+    assert fig.layout.coloraxis.colorbar.ticktext[-1] == "question (kept)"
+
+
+def test_an_evictable_question_is_drawn_as_the_document():
+    trace = _question_trace(protect=False)
+    grid = retention_grid(trace, colour="source")
+    assert not grid.kept_question and grid.z[2].tolist() == [0, 1, 1, 2]
+    assert not any("question" in cell for row in grid.text for cell in row)
+    assert list(retention_heatmap(trace, colour="source").layout.coloraxis.colorbar.ticktext) == list(
+        ("frozen", "prompt", "generated")
+    )
+    assert "question evictable" in retention_heatmap(trace).layout.title.text
+
+
+def test_a_real_runs_kept_question_is_drawn_apart(tiny):
+    question = "Who kept the light?"
+    document = "The lighthouse on Gull Rock was built in 1852. Its keeper, Ada Brenn, logged the weather."
+    trace = generate(
+        tiny,
+        document,
+        question=question,
+        policy="sliding",
+        cache_size=8,
+        chunk_size=4,
+        max_new_tokens=12,
+        stop_at_eos=False,
+    )  # the question is read in the last prefill pass: the decode's refreshes show it kept
+    grid = retention_grid(trace, colour="source")
+    shown = grid.timesteps[grid.timesteps >= 0]
+    in_question = np.isin(shown, list(trace.kept_question))
+    assert in_question.any() and (grid.z[grid.timesteps >= 0][in_question] == 3).all()
+    assert "".join(trace.tokens[t].text for t in trace.kept_question).startswith(question)
 
 
 def test_long_runs_show_every_kth_refresh_but_keep_the_last():

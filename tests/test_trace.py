@@ -82,6 +82,8 @@ def test_round_trip_of_a_real_run(tiny, tmp_path):
         (lambda d: d["cycles"][1].update(units=[0, 0, 2, 2, 2]), "units must number the 5 candidates' units"),
         (lambda d: d["cycles"][1].update(units=[0, 1]), "units must number the 5 candidates' units"),
         (lambda d: d["cycles"][1].update(units="word"), "'cycles\\[1\\].units' must be a list"),
+        (lambda d: d["config"].update(question_start=-3), "config.question_start must be a non-negative integer"),
+        (lambda d: d["config"].update(prompt_tokens="many"), "config.prompt_tokens must be a non-negative integer"),
     ],
 )
 def test_bad_traces_are_rejected_clearly(mutate, message):

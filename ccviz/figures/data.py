@@ -11,6 +11,7 @@ import html
 
 import numpy as np
 
+from ..fields import is_whole
 from ..trace import Trace
 
 NEVER = -1  # eviction cycle of a token that was never evicted (as Trace.eviction_refreshes says)
@@ -20,6 +21,25 @@ def frozen_count(trace: Trace) -> int:
     """The run's frozen prefix length; 0 if the config lacks it (a hand-edited trace file)."""
     value = trace.config.get("frozen")
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def question_fate(trace: Trace) -> str | None:
+    """Of a question asked apart from the document: "kept" (out of eviction) or "evictable" (the paper's
+    protocol); None when the run had none."""
+    if trace.question_start is None:
+        return None
+    return "kept" if trace.kept_question else "evictable"
+
+
+def question_words(trace: Trace) -> str | None:
+    """The question asked apart, in words for a run's heading: its tokens and its fate (None without one)."""
+    start = trace.question_start
+    if start is None:
+        return None
+    prompt = trace.config.get("prompt_tokens")  # the whole prompt's length, known before a live trace has it all
+    tokens = (prompt if is_whole(prompt) else trace.prompt_length) - start
+    turn_end = " with the turn's end" if trace.run_config.chat else ""
+    return f"question: {tokens} tokens{turn_end}, {question_fate(trace)}"
 
 
 def signals(trace: Trace) -> list[str]:

@@ -22,7 +22,7 @@ from plotly.subplots import make_subplots
 from ..errors import CcvizError
 from ..fields import is_number
 from ..trace import Trace
-from .data import cycle_scores, frozen_count, plot_label, robust_range, signals
+from .data import cycle_scores, frozen_count, plot_label, question_fate, robust_range, signals
 from .layout import legible, wrapped
 from .png import png_bytes
 
@@ -34,16 +34,12 @@ HOVER_CHARS = 14
 TIMESTEP_SCALE = "RdBu_r"  # diverging: blue = early, red = late
 SCORE_SCALE = "Viridis"
 LAYERS_SCALE = "Cividis"  # how many layers hold a token: dark = one, yellow = every layer
-SOURCE_LABELS = ("frozen", "prompt", "generated")
-SOURCE_SCALE = [
-    [0.0, "#9e9e9e"],
-    [1 / 3, "#9e9e9e"],
-    [1 / 3, "#4c78a8"],
-    [2 / 3, "#4c78a8"],
-    [2 / 3, "#e45756"],
-    [1.0, "#e45756"],
-]
-HOVER = "refresh %{y}<br>slot %{x}: t = %{customdata[0]}  “%{text}”<br>score %{customdata[1]:.4g}<extra></extra>"
+QUESTION_LABEL = "question (kept)"  # a question asked apart that the run kept out of eviction
+# The "source" colouring's bands, by code; the last only when a kept question is shown
+SOURCE_LABELS = ("frozen", "prompt", "generated", QUESTION_LABEL)
+SOURCE_COLOURS = ("#9e9e9e", "#4c78a8", "#e45756", "#54a24b")
+QUESTION_CODE = SOURCE_LABELS.index(QUESTION_LABEL)
+HOVER = "refresh %{y}<br>slot %{x}: t = %{customdata[0]}  %{text}<br>score %{customdata[1]:.4g}<extra></extra>"
 
 
 @dataclass
@@ -58,6 +54,7 @@ class RetentionGrid:
     signal: str | None
     stride: int
     layers: int | None = None  # the layers a per-layer trace records (None: one set for all)
+    kept_question: bool = False  # the run kept a question apart (its cells: "question (kept)")
 
 
 def per_layer(trace: Trace) -> tuple[int | None, int | None]:
@@ -114,9 +111,10 @@ def retention_grid(
     rows = list(range(0, len(trace.cycles), stride))
     if trace.cycles and rows[-1] != len(trace.cycles) - 1:
         rows.append(len(trace.cycles) - 1)
-    frozen = frozen_count(trace)
+    frozen, question = frozen_count(trace), trace.kept_question
     source_code = np.array([1 if tok.source == "prompt" else 2 for tok in trace.tokens], dtype=np.float32)
     source_code[:frozen] = 0
+    source_code[question.start : question.stop] = QUESTION_CODE
     timesteps = np.full((len(rows), n_cols), -1, dtype=np.int32)
     custom = np.full((len(rows), n_cols, 2), np.nan, dtype=np.float32)
     text = [[""] * n_cols for _ in rows]
@@ -130,7 +128,7 @@ def retention_grid(
         custom[r, : len(kept), 0] = kept
         if signal is not None:
             custom[r, : len(kept), 1] = cycle_scores(trace, index, signal, kept)
-        text[r][: len(kept)] = [plot_label(trace.tokens[t].text, HOVER_CHARS) for t in kept]
+        text[r][: len(kept)] = [_hover_text(trace, t, question) for t in kept]
     filled = timesteps >= 0
     z = np.full(timesteps.shape, np.nan, dtype=np.float32)
     if colour == "timestep":
@@ -147,8 +145,28 @@ def retention_grid(
             z[np.isposinf(scores)] = finite.max()
             z[np.isneginf(scores)] = finite.min()
     return RetentionGrid(
-        rows=rows, timesteps=timesteps, z=z, customdata=custom, text=text, signal=signal, stride=stride, layers=layers
+        rows=rows,
+        timesteps=timesteps,
+        z=z,
+        customdata=custom,
+        text=text,
+        signal=signal,
+        stride=stride,
+        layers=layers,
+        kept_question=bool(question),
     )
+
+
+def _hover_text(trace: Trace, t: int, question: range) -> str:
+    """A cell's token in quotes, and what keeps it when that is the question kept apart."""
+    quoted = f"“{plot_label(trace.tokens[t].text, HOVER_CHARS)}”"
+    return f"{quoted}  {QUESTION_LABEL}" if t in question else quoted
+
+
+def _bands(colours: Sequence[str]) -> list[list]:
+    """A colour scale of one flat band per code 0, 1, ... (for z from -0.5 to len(colours) - 0.5)."""
+    n = len(colours)
+    return [[edge / n, colour] for code, colour in enumerate(colours) for edge in (code, code + 1)]
 
 
 def _heatmap_trace(grid: RetentionGrid) -> go.Heatmap:
@@ -164,16 +182,21 @@ def _heatmap_trace(grid: RetentionGrid) -> go.Heatmap:
     )
 
 
-def _colour_axis(colour: Colouring, grid: RetentionGrid, zrange: tuple[float, float] | None) -> dict:
+def _colour_axis(
+    colour: Colouring, grid: RetentionGrid, zrange: tuple[float, float] | None, kept_question: bool | None = None
+) -> dict:
+    """The colour axis of ``grid``; ``kept_question`` (default: the grid's) adds the source band of a kept question."""
     if colour == "timestep":
         lo, hi = zrange if zrange is not None else (0.0, float(max(grid.timesteps.max(initial=0), 1)))
         return dict(colorscale=TIMESTEP_SCALE, cmin=lo, cmax=hi, cmid=(lo + hi) / 2, colorbar=dict(title="timestep"))
     if colour == "source":
+        shown = grid.kept_question if kept_question is None else kept_question
+        codes = len(SOURCE_LABELS) if shown else QUESTION_CODE  # the question's band only when there is one
         return dict(
-            colorscale=SOURCE_SCALE,
+            colorscale=_bands(SOURCE_COLOURS[:codes]),
             cmin=-0.5,
-            cmax=2.5,
-            colorbar=dict(title="source", tickvals=[0, 1, 2], ticktext=list(SOURCE_LABELS)),
+            cmax=codes - 0.5,
+            colorbar=dict(title="source", tickvals=list(range(codes)), ticktext=list(SOURCE_LABELS[:codes])),
         )
     if colour == "layers":
         return dict(
@@ -195,6 +218,9 @@ def _subtitle(trace: Trace, grid: RetentionGrid, layer: int | None = None, head:
         f"frozen={c.get('frozen')}",
         f"{len(trace.cycles)} refreshes",
     ]
+    fate = question_fate(trace)
+    if fate is not None:
+        parts.insert(3, f"question {fate}")
     if grid.layers is not None:
         allocation = c.get("allocation", "?") + (
             f" (beta {c['pyramid_beta']:g})"
@@ -272,7 +298,8 @@ def retention_image_html(trace: Trace, colour: Colouring = "timestep", max_cells
         "timestep": (
             f"colour = original timestep, blue = early (t={axis['cmin']:.0f}) to red = late (t={axis['cmax']:.0f})"
         ),
-        "source": "grey = frozen, blue = prompt, red = generated",
+        "source": "grey = frozen, blue = prompt, red = generated"
+        + (f", green = {QUESTION_LABEL}" if grid.kept_question else ""),
         "layers": f"colour = layers holding the token, 1 (dark) to {axis['cmax']} (yellow)",
         "score": f"colour = {grid.signal}, {axis['cmin']:.3g} (dark) to {axis['cmax']:.3g} (yellow)",
     }[colour]
@@ -319,9 +346,10 @@ def comparison_heatmaps(
         fig.update_yaxes(autorange="reversed", showgrid=False, zeroline=False, row=1, col=i, showticklabels=i == 1)
         fig.update_xaxes(showgrid=False, zeroline=False, title_text="slot", row=1, col=i)
     fig.update_yaxes(title_text="refresh", row=1, col=1)
+    kept_question = any(grid.kept_question for grid in grids)
     return legible(
         fig,
-        coloraxis=_colour_axis(colour, grids[0], (0.0, top) if colour == "timestep" else None),
+        coloraxis=_colour_axis(colour, grids[0], (0.0, top) if colour == "timestep" else None, kept_question),
         height=_height(max(len(g.rows) for g in grids)),
         plot_bgcolor="#f4f4f4",
     )

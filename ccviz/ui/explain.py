@@ -23,6 +23,7 @@ STATUS_BADGES = {  # status -> (label, icon, colour)
     "kept": ("kept", ":material/check_circle:", "green"),
     "evicted": ("evicted", ":material/cancel:", "red"),
     "frozen": ("frozen", ":material/lock:", "gray"),
+    "question": ("question (kept)", ":material/lock:", "green"),
     "unseen": ("not processed yet", ":material/schedule:", "gray"),
 }
 

@@ -19,17 +19,19 @@ from ..fields import rule_of
 from ..policies import POLICIES, make_policy
 from .limits import DEFAULT_MAX_TOKENS, MAX_TOKENS_ENV, max_tokens, max_upload_bytes
 from .links import (
+    DOC_PARAM,
     as_bool,
-    link_document,
     link_problems,
+    link_text,
     linked,
     linked_checkbox,
-    linked_document,
     linked_index,
+    linked_text,
     optional,
 )
 from .needle_sample import NEEDLE_KEY, needle_generator, needle_loaded
 from .options import option_specs
+from .question import QUESTION_KEY
 from .samples import Sample, load_samples
 from .uploads import decode_document
 
@@ -54,6 +56,7 @@ def _load_sample() -> None:
         return
     st.session_state["doc.text"] = sample.text
     st.session_state["doc.chat"] = sample.chat
+    st.session_state[QUESTION_KEY] = sample.question or ""
     st.session_state.pop(NEEDLE_KEY, None)
     st.session_state["run.max_new"] = sample.max_new_tokens
     st.session_state["cmp.max_new"] = sample.max_new_tokens
@@ -90,7 +93,7 @@ def document_input() -> tuple[str, bool]:
     if error:
         st.error(error)
     needle_loaded()
-    document = linked_document(DEFAULT_TEXT)
+    document = linked_text(DOC_PARAM, DEFAULT_TEXT)
     link_problems()  # the sidebar's settings and the document are linked by now
     text = st.text_area(
         "Document or prompt",
@@ -101,7 +104,7 @@ def document_input() -> tuple[str, bool]:
         help="Paste any text. In chat mode it becomes one user turn of the model's chat template. The page's "
         "link (the address bar) names it, so a reload or a shared link brings it back.",
     )
-    link_document(text, DEFAULT_TEXT)
+    link_text(DOC_PARAM, text, DEFAULT_TEXT)
     chat = st.toggle(
         "Chat template",
         value=linked("doc.chat", True, as_bool),

@@ -3,9 +3,10 @@
 Every input helper asks :func:`linked` for its widget's default: the value the session's link gave
 for that key, if valid, else the usual default; the key then joins this run's link. After the page
 has run, :func:`publish` writes every linked setting that differs from its default (and ``doc=`` the
-document's hash, the text itself held server-side in a :class:`DocumentStore`) into the query
-string, so a reload or a link sent to a colleague opens the same page with the same inputs. The link
-is read once per session: later writes never move a widget's default.
+document's hash, ``question=`` the question's, the texts themselves held server-side in a
+:class:`DocumentStore`) into the query string, so a reload or a link sent to a colleague opens the
+same page with the same inputs. The link is read once per session: later writes never move a
+widget's default.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ import streamlit as st
 
 from .documents import DocumentStore
 
-DOC_PARAM = "doc"
-_INITIAL, _KEYS, _PROBLEMS, _DOCUMENT = "url.initial", "url.keys", "url.problems", "url.document"
+DOC_PARAM, QUESTION_PARAM = "doc", "question"
+TEXT_NAMES = {DOC_PARAM: "document", QUESTION_PARAM: "question"}  # the texts a link names by hash
+_INITIAL, _KEYS, _PROBLEMS, _TEXTS = "url.initial", "url.keys", "url.problems", "url.texts"
 
 
 @st.cache_resource
@@ -38,7 +40,7 @@ def begin() -> None:
     """Start this run's link (app.py, before the page runs)."""
     initial_params()
     st.session_state[_KEYS] = {}
-    st.session_state.pop(_DOCUMENT, None)
+    st.session_state.pop(_TEXTS, None)
 
 
 def optional(decode: Callable[[str], Any]) -> Callable[[str], Any]:
@@ -78,22 +80,22 @@ def linked_index(key: str, options: Sequence[Any], default: Any) -> int:
     return list(options).index(linked(key, default, choices=options))
 
 
-def linked_document(default: str) -> str:
-    """The text box's default: the document the link names, when this server still holds it.
-    The page's document joins the link through :func:`link_document`."""
-    key = initial_params().get(DOC_PARAM)
+def linked_text(param: str, default: str) -> str:
+    """A text box's default: the text the link names under ``param`` (one of ``TEXT_NAMES``), when this
+    server still holds it. The page's text joins the link through :func:`link_text`."""
+    key = initial_params().get(param)
     if not key:
         return default
     text = document_store().get(key)
     if text is None:
-        st.session_state.setdefault(_PROBLEMS, {})[DOC_PARAM] = key
+        st.session_state.setdefault(_PROBLEMS, {})[param] = key
         return default
     return text
 
 
-def link_document(text: str, default: str) -> None:
-    """This run's document, named in the link by its hash unless it is the default text."""
-    st.session_state[_DOCUMENT] = None if text == default else text
+def link_text(param: str, text: str, default: str) -> None:
+    """This run's text under ``param``, named in the link by its hash unless it is the default text."""
+    st.session_state.setdefault(_TEXTS, {})[param] = None if text == default else text
 
 
 def link_problems() -> None:
@@ -101,13 +103,14 @@ def link_problems() -> None:
     problems = st.session_state.get(_PROBLEMS)
     if not problems:
         return
-    doc = problems.pop(DOC_PARAM, None)
-    if doc is not None:
-        st.warning(
-            f"This link's document (#{doc}) is no longer held by this server: its settings are restored; "
-            "paste or load the document again.",
-            icon=":material/link_off:",
-        )
+    for param, name in TEXT_NAMES.items():
+        key = problems.pop(param, None)
+        if key is not None:
+            st.warning(
+                f"This link's {name} (#{key}) is no longer held by this server: its settings are restored; "
+                f"paste or load the {name} again.",
+                icon=":material/link_off:",
+            )
     if problems:
         named = ", ".join(f"{key}={value!r}" for key, value in problems.items())
         st.warning(f"Not restored from the link (not valid here, defaults used): {named}.", icon=":material/link_off:")
@@ -123,14 +126,14 @@ def _encode(value: Any) -> str:
 
 
 def publish() -> None:
-    """Write this run's linked settings (those off their defaults) and the document's hash into the URL."""
+    """Write this run's linked settings (those off their defaults) and its texts' hashes into the URL."""
     params = {}
     for key, default in st.session_state.get(_KEYS, {}).items():
         value = st.session_state.get(key, default)
         if value != default:
             params[key] = _encode(value)
-    document = st.session_state.get(_DOCUMENT)
-    if document:
-        params[DOC_PARAM] = document_store().put(document)
+    for param, text in st.session_state.get(_TEXTS, {}).items():
+        if text:
+            params[param] = document_store().put(text)
     if dict(st.query_params) != params:
         st.query_params.from_dict(params)

@@ -18,6 +18,7 @@ from ..errors import CcvizError
 from ..models import load_tokenizer
 from .limits import max_tokens
 from .model_picker import chosen_source
+from .question import QUESTION_KEY
 
 NEEDLE_KEY = "doc.needle"  # the generated needle's sentence, while the text box still holds its document
 BUDGET = NeedleSettings().budgets[0]
@@ -58,6 +59,7 @@ def _generate() -> None:
     doc_tokens = prepare(tokenizer, case.prompt, case.question_start, case.required).doc_tokens
     cache_size = cache_size_for(BUDGET, doc_tokens)  # as the map's cell measures it
     state["doc.text"], state["doc.chat"], state[NEEDLE_KEY] = case.prompt, True, case.target
+    state[QUESTION_KEY] = ""  # the generated document ends with its own question, as the map's cells ask it
     for page in ("run", "cmp"):
         state[f"{page}.max_new"] = case.max_new_tokens
         state[f"{page}.J"], state[f"{page}.h"] = cache_size, None

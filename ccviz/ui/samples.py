@@ -1,4 +1,4 @@
-"""The sample documents shipped in ``assets/samples`` (listed, with their key phrase, in index.json)."""
+"""The sample documents shipped in ``assets/samples`` (listed, with their key phrase and question, in index.json)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ class Sample:
     key_phrase: str  # the fact to track on the Compare page
     chat: bool
     max_new_tokens: int
+    question: str | None = None  # asked apart from the document (the Question box); None: the sample has none
 
 
 def load_samples(folder: Path = SAMPLES_DIR) -> list[Sample]:
@@ -28,6 +29,7 @@ def load_samples(folder: Path = SAMPLES_DIR) -> list[Sample]:
             key_phrase=entry["key_phrase"],
             chat=bool(entry["chat"]),
             max_new_tokens=int(entry["max_new_tokens"]),
+            question=entry.get("question"),
         )
         for entry in entries
     ]

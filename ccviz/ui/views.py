@@ -30,6 +30,7 @@ from ..figures import (
     survival_html,
     visible_text,
 )
+from ..figures.data import question_words
 from ..figures.export import IMAGE_FORMATS, file_stem, image_options, report_html, slide_ready
 from ..trace import Trace
 from .jobs import Job
@@ -145,7 +146,9 @@ def summary_metrics(trace: Trace) -> None:
     s, run = run_summary(trace), trace.run_config
     st.markdown(f"#### {s['policy']}")
     mode = "chat" if run.chat else "raw"
-    st.caption(f"{run.describe_budget()} · {mode} · {trace.config.get('model')} · {trace.status}")
+    question = question_words(trace)
+    asked = f" · {question}" if question else ""
+    st.caption(f"{run.describe_budget()} · {mode}{asked} · {trace.config.get('model')} · {trace.status}")
     cols = st.columns(5)
     cols[0].metric("Prompt tokens", s["prompt tokens"])
     cols[1].metric("Generated", s["generated"], help=f"stopped by: {trace.stop_reason or 'n/a'}")

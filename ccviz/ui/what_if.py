@@ -8,6 +8,8 @@ what changed in the cache (:mod:`ccviz.figures.what_if`).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pandas as pd
 import streamlit as st
 
@@ -33,7 +35,7 @@ def what_if_config(task: RunTask, verb: str, phrase: str) -> RunTask:
     config = task.config
     field = config.pin if verb == "pin" else config.drop
     changed = config.replace(**{verb: field if phrase in field else (*field, phrase)})
-    return RunTask(task.model, task.prompt, changed)
+    return replace(task, config=changed)  # the same document and question
 
 
 def what_if_section(task: RunTask, trace: Trace) -> None:
