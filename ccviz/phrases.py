@@ -4,6 +4,9 @@ One rule for the explain search (:func:`ccviz.explain.matching_tokens`) and the 
 phrase survival (:func:`ccviz.figures.phrase_survival`): case is ignored by the regular expression
 on the text itself, so every offset is the text's own. (Lower-casing the text first can change a
 piece's length, ``"İ".lower()`` is two characters, and then needs a second map back to the pieces.)
+
+And one rule for whether an output gives an expected answer (:func:`answer_matches`), which the
+benchmarks and the app's verdict on a run share.
 """
 
 from __future__ import annotations
@@ -32,3 +35,17 @@ def phrase_mask(pieces: Sequence[str], phrase: str) -> np.ndarray:
     for first, last in phrase_spans(pieces, phrase):
         mask[first : last + 1] = True
     return mask
+
+
+def _words(text: str) -> list[str]:
+    """Lower-case alphanumeric words; hyphens, commas and apostrophes inside a value are dropped first,
+    so "QX-5821", "qx5821" and "4,817" / "4817" compare equal."""
+    text = re.sub(r"(?<=\w)[-,'’](?=\w)", "", text.lower())
+    return re.findall(r"[^\W_]+", text)
+
+
+def answer_matches(output: str, answer: str) -> bool:
+    """Normalised string match: the answer's words appear, contiguously, among the output's words."""
+    target, words = _words(answer), _words(output)
+    n = len(target)
+    return n > 0 and any(words[i : i + n] == target for i in range(len(words) - n + 1))

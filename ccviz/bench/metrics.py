@@ -1,15 +1,16 @@
 """Metrics of the quality benchmarks: pure functions of texts, token lists and traces (no model).
 
-Kept apart from the runners so each one can be checked on hand-built inputs.
+Kept apart from the runners so each one can be checked on hand-built inputs. Whether an output
+answers is the app's rule too (:func:`ccviz.phrases.answer_matches`, re-exported here).
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ..phrases import answer_matches as answer_matches  # the tasks' rule, shared with the app
 from ..trace import Trace
 
 if TYPE_CHECKING:
@@ -83,20 +84,6 @@ def sign_test(wins: int, losses: int) -> float:
         return 1.0
     tail = sum(math.comb(n, i) for i in range(min(wins, losses) + 1)) / 2**n
     return min(1.0, 2 * tail)
-
-
-def _words(text: str) -> list[str]:
-    """Lower-case alphanumeric words; hyphens, commas and apostrophes inside a value are dropped first,
-    so "QX-5821", "qx5821" and "4,817" / "4817" compare equal."""
-    text = re.sub(r"(?<=\w)[-,'’](?=\w)", "", text.lower())
-    return re.findall(r"[^\W_]+", text)
-
-
-def answer_matches(output: str, answer: str) -> bool:
-    """Normalised string match: the answer's words appear, contiguously, among the output's words."""
-    target, words = _words(answer), _words(output)
-    n = len(target)
-    return n > 0 and any(words[i : i + n] == target for i in range(len(words) - n + 1))
 
 
 def cache_before(trace: Trace, timestep: int, layer: int | None = None, head: int | None = None) -> set[int]:
