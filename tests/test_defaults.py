@@ -106,18 +106,18 @@ def test_relabelling_gives_rows_measured_under_an_old_default_the_label_that_mea
     )
     assert done.returncode == 0, done.stderr
     relabelled = pd.read_csv(tmp_path / "retention.csv").policy.tolist()
-    assert relabelled == [
+    assert relabelled == [  # retention rows pinned before the question's protocol was a setting: it streamed
         "full",
-        "counter_causal_fast:paper=True",
-        "counter_causal_fast",
-        "counter_causal:left_context=0",  # by word, its default unit now, with no left context
-        "sliding",
+        "counter_causal_fast:paper=True,protect_question=False",
+        "counter_causal_fast:protect_question=False",
+        "counter_causal:left_context=0,protect_question=False",  # by word, its default unit now, no left context
+        "sliding:protect_question=False",
     ]
     columns = list(pd.read_csv(tmp_path / "retention.csv").columns)
     table = ResultTable(tmp_path, "retention", columns, ["case", "policy"], {})
-    table.pin_policies([parse_spec(label) for label in relabelled])  # the check a run makes before adding rows
+    table.pin_policies([parse_spec(label) for label in relabelled], asked=True)  # a run's check before adding rows
     summary = pd.read_csv(tmp_path / "retention_summary.csv")  # written again from the relabelled rows
-    assert "counter_causal_fast:paper=True" in set(summary.policy)
+    assert "counter_causal_fast:paper=True,protect_question=False" in set(summary.policy)
 
 
 def test_a_default_changed_after_its_option_was_added_keeps_old_rows_and_traces_at_the_old_value(tmp_path):
@@ -135,7 +135,11 @@ def test_a_default_changed_after_its_option_was_added_keeps_old_rows_and_traces_
     )
     assert done.returncode == 0, done.stderr
     relabelled = pd.read_csv(tmp_path / "retention.csv").policy.tolist()
-    assert relabelled == ["full", "expected_attention:history=False", "expected_attention"]
+    assert relabelled == [
+        "full",
+        "expected_attention:history=False,protect_question=False",
+        "expected_attention:protect_question=False",
+    ]
     from types import SimpleNamespace
 
     recorded = {"policy": "expected_attention", "cache_size": 64, "policy_options": window_form}

@@ -104,6 +104,25 @@ def test_a_question_sharing_no_word_leaves_key_kept_blank(tiny):
     assert got["key_words"] == 0 and math.isnan(got["key_kept"])
 
 
+def test_a_question_evicted_before_the_answer_is_read_from_the_trace(tiny):
+    trace, prepared = _row(tiny.tokenizer, "4817")
+    before = diagnose(trace, prepared, tiny.tokenizer)
+    assert before["question_evicted"] == 0  # nothing evicted after the question came
+    question = prepared.question_start
+    step = question + 4  # a refresh inside the question, as the paper's protocol has them, evicting its first token
+    kept = sorted(set(trace.cycles[0].kept) | set(range(question + 1, step)))
+    refresh = Cycle(index=1, step=step, phase="prefill", candidates=[], kept=kept, scores={}, seconds=0.0)
+    after = diagnose(Trace(config={}, tokens=trace.tokens, cycles=[*trace.cycles, refresh]), prepared, tiny.tokenizer)
+    assert after["question_evicted"] == 1
+    document = ["sentence_kept", "key_kept", "key_words", "distractors_kept", "gaps_around", "isolated"]
+    assert [after[m] for m in document] == [before[m] for m in document]  # the document is read at the question
+    rows = pd.DataFrame(
+        {"case": [0, 1, 2, 3], "policy": "a", "survived": 1, "answered": [1, 1, 0, 0], "question_evicted": [0, 0, 1, 0]}
+    )
+    summary = summarise_diagnosis(rows).set_index(["policy", "measure"])
+    assert summary.loc[("a", "question_evicted"), "auc"] == 0.25  # evicted questions go with unanswered rows
+
+
 def test_the_readings_are_the_first_decode_pass_and_the_peak(tiny):
     got = diagnose(*_row(tiny.tokenizer, "4817"), tiny.tokenizer, readings=[0.1, 0.5, 0.2])
     assert got["reading"] == 0.1 and got["reading_peak"] == 0.5

@@ -12,7 +12,10 @@ tables, read at the question (the cache when the first question token is read,
 - **islands**: ``gaps_around``, evicted runs near the fact; ``isolated``, both neighbours evicted;
 - **reading**: ``reading``, the attention the first generated token pays to the fact, and
   ``reading_peak``, the most any generated token pays it (measured at run time by
-  :class:`.reading.ReadingProbe`; passed in).
+  :class:`.reading.ReadingProbe`; passed in);
+- **the question**: ``question_evicted``, 1 when part of the question (or of the turn's end after it) was
+  no longer cached when the answer was generated: read from the trace, not assumed, since under the
+  paper's protocol (``protect_question=False``) a refresh at the end of the prefill can evict it.
 
 Units are the engine's own (:mod:`ccviz.engine.units`): a sentence or a word here is exactly what
 ``granularity="sentence"`` / ``"word"`` would keep whole. A word counts as *kept* (cached) only when
@@ -59,6 +62,7 @@ MEASURES = (
     "isolated",
     "reading",
     "reading_peak",
+    "question_evicted",
 )
 FULL_READINGS = {"reading_full": "reading", "reading_peak_full": "reading_peak"}  # the full-cache row's, same case
 SUMMARY_MEASURES = (*MEASURES, *FULL_READINGS)
@@ -98,7 +102,8 @@ def diagnose(
 
     ``prepared.required`` are the fact's timesteps (one contiguous span), ``prepared.question_start``
     the first question token; the question runs to the end of the text (the chat template's suffix
-    aside), the document from ``prepared.tokens.text_start`` to the question. Undefined measures are
+    aside), the document from ``prepared.tokens.text_start`` to the question. The document is read as the
+    question finds it, the question (with the suffix) as the answer finds it. Undefined measures are
     NaN: ``sentence_kept`` of a fact that is its whole sentence, ``key_kept`` without key words,
     ``distractors_kept`` of a fact with no kind (:func:`word_kind`).
     """
@@ -112,8 +117,10 @@ def diagnose(
     words = ["".join(part) for part in np.split(texts, starts[1:])]
 
     positions = np.arange(n)
-    cached = positions >= question  # what is read from the question on is there, not evicted
-    cached[sorted(cache_before(trace, question))] = True
+    asked = positions >= question
+    cached = np.zeros(n, dtype=bool)
+    cached[sorted(cache_before(trace, question))] = True  # the document, when the question comes
+    cached[sorted(t for t in cache_before(trace, n) if t >= question)] = True  # the question, when the answer does
     fact = np.isin(positions, prepared.required)
     document = (positions >= prepared.tokens.text_start) & (positions < question)
     context = np.isin(sentence, sentence[fact]) & ~fact  # the fact's sentence without the fact
@@ -123,7 +130,7 @@ def diagnose(
         return np.bincount(word, weights=mask, minlength=len(words)) > 0
 
     word_kept, word_fact = ~per_word(~cached), per_word(fact)
-    keys = {normalised(words[w]) for w in np.flatnonzero(per_word((positions >= question) & (positions < text_end)))}
+    keys = {normalised(words[w]) for w in np.flatnonzero(per_word(asked & (positions < text_end)))}
     keys -= STOPWORDS | FRAME_WORDS | {""}
     is_key = np.isin([normalised(w) for w in words], list(keys))
     key_words = np.flatnonzero(per_word(context) & ~word_fact & is_key)
@@ -145,6 +152,7 @@ def diagnose(
         "isolated": int(_evicted_neighbour(fact, cached, -1) and _evicted_neighbour(fact, cached, 1)),
         "reading": round(readings[0], 4) if readings else math.nan,
         "reading_peak": round(max(readings), 4) if readings else math.nan,
+        "question_evicted": int(not cached[asked].all()),
     }
 
 

@@ -5,7 +5,9 @@ differences: what counts are the discordant cases, where one kept the fact and t
 A variant is paired with whichever label in the same results means its policy with default options
 (``counter_causal`` in the retention table; the same options spelt out, as in
 ``counter_causal:score=logprob,min_gap=0,smooth=0``, in the ablation grid), so the pairing works for any
-results folder, and follows the defaults when they change.
+results folder, and follows the defaults when they change. Every pairing stays within one question protocol
+(:mod:`.specs`: the question kept apart, or evictable under ``protect_question=False``), except
+:func:`paired_protocols`, which pairs each spec with itself under the other.
 """
 
 from __future__ import annotations
@@ -15,22 +17,26 @@ from collections.abc import Iterable
 import pandas as pd
 
 from .metrics import sign_test
-from .specs import PolicySpec, parse_spec
+from .specs import PolicySpec, parse_spec, split_protocol, with_protocol
 
 COUNTS = ["default", "cases", "wins", "losses", "p"]
+TOTALS = ["total", "reference_total"]  # each side's sum of the measure over the paired cases
 
 
 def default_labels(labels: Iterable[str]) -> dict[str, str]:
-    """For each label, the label among ``labels`` that resolves to its policy's default options
-    (itself for a default); labels whose policy's default was not measured are left out. Where several
-    labels mean the default (``counter_causal`` and ``counter_causal:score=logprob``), the shortest names it."""
+    """For each label, the label among ``labels`` that resolves to its policy's default options under the
+    same question protocol (itself for a default); labels whose policy's default was not measured are left
+    out. Where several labels mean the default (``counter_causal`` and ``counter_causal:score=logprob``), the
+    shortest names it."""
     labels = list(dict.fromkeys(labels))
     specs = {label: parse_spec(label) for label in labels}
-    defaults: dict[str, str] = {}
+    defaults: dict[tuple[str, bool], str] = {}
     for label in sorted(labels, key=len):
-        if specs[label].meaning() == PolicySpec(specs[label].name).meaning():
-            defaults.setdefault(specs[label].name, label)
-    return {label: defaults[spec.name] for label, spec in specs.items() if spec.name in defaults}
+        spec = specs[label]
+        if spec.meaning(asked=True) == PolicySpec(spec.name).in_protocol(spec.protects_question).meaning(asked=True):
+            defaults.setdefault((spec.name, spec.protects_question), label)
+    keys = {label: (spec.name, spec.protects_question) for label, spec in specs.items()}
+    return {label: defaults[key] for label, key in keys.items() if key in defaults}
 
 
 def paired_with_defaults(
@@ -51,20 +57,34 @@ def paired_with(
     case: tuple[str, ...] = ("case",),
     by: tuple[str, ...] = ("budget",),
 ) -> pd.DataFrame:
-    """Every policy against one ``reference`` policy (the recency window) on the same cases, as
-    :func:`paired_with_defaults` pairs each with its default; ``by=()`` pools every group, pairing on
-    ``case`` (pass ``case=("case", "budget")`` to pair case x budget). Empty if ``reference`` was not measured."""
+    """Every policy against one ``reference`` policy (the recency window) under its own question protocol on
+    the same cases, as :func:`paired_with_defaults` pairs each with its default; ``by=()`` pools every group,
+    pairing on ``case`` (pass ``case=("case", "budget")`` to pair case x budget). Empty if ``reference`` was
+    measured under neither protocol."""
     evicting = rows[rows.policy != "full"]
-    if reference not in set(evicting.policy):
-        return pd.DataFrame(columns=[*by, "policy", *COUNTS])
-    return _paired(evicting, dict.fromkeys(evicting.policy, reference), measure, case, by)
+    labels = set(evicting.policy)
+    references = {label: with_protocol(reference, split_protocol(label)[1]) for label in labels}
+    return _paired(evicting, {k: v for k, v in references.items() if v in labels}, measure, case, by)
+
+
+def paired_protocols(
+    rows: pd.DataFrame, measure: str = "answered", case: tuple[str, ...] = ("case",), by: tuple[str, ...] = ("budget",)
+) -> pd.DataFrame:
+    """Each spec measured under both question protocols, on the same cases: ``policy`` the label with the
+    question kept apart, ``default`` its twin with the question evictable (``protect_question=False``),
+    ``wins`` the cases where keeping the question apart scored higher (an answer gained), ``losses`` lower,
+    ``total`` / ``reference_total`` each one's sum of ``measure`` over the paired cases. Empty without a twin."""
+    evicting = rows[rows.policy != "full"]
+    labels = set(evicting.policy)
+    twins = {label: with_protocol(label, False) for label in labels if split_protocol(label)[1]}
+    return _paired(evicting, {k: v for k, v in twins.items() if v in labels}, measure, case, by)
 
 
 def _paired(
     rows: pd.DataFrame, reference: dict[str, str], measure: str, case: tuple[str, ...], by: tuple[str, ...]
 ) -> pd.DataFrame:
-    """Each label against ``reference[label]`` on the same cases, per ``by`` group (the :data:`COUNTS`).
-    Cells left blank (an answer not measured) pair with nothing."""
+    """Each label against ``reference[label]`` on the same cases, per ``by`` group (the :data:`COUNTS` and
+    :data:`TOTALS`). Cells left blank (an answer not measured) pair with nothing."""
     rows = rows.assign(**{measure: pd.to_numeric(rows[measure], errors="coerce")})
     groups = rows.groupby(list(by), sort=True) if by else [((), rows)]
     out = []
@@ -86,9 +106,11 @@ def _paired(
                     "wins": wins,
                     "losses": losses,
                     "p": sign_test(wins, losses),
+                    "total": float(mine.sum()),
+                    "reference_total": float(theirs.sum()),
                 }
             )
-    return pd.DataFrame(out, columns=[*by, "policy", *COUNTS])
+    return pd.DataFrame(out, columns=[*by, "policy", *COUNTS, *TOTALS])
 
 
 DECISION = ["policy", "default", "budgets", "missing", "cases", "wins", "losses", "p", "fewer_at", "replaces_default"]

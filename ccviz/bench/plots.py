@@ -16,6 +16,7 @@ import pandas as pd
 
 from .budget import budget_text
 from .registry import TASKS, load
+from .specs import split_protocol
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 720, 360, 60, 220, 30, 45
@@ -203,14 +204,27 @@ def needle_charts(summary: pd.DataFrame, style: dict) -> dict[str, str]:
     return charts
 
 
+def colours(sources: list[list[str]]) -> dict[str, str]:
+    """A colour per label of the charts' ``sources`` (the labels of each, in order): a spec keeps one across
+    every chart under either question protocol (a task without a question names none), unless one source
+    measured it under both: then the paper's protocol has a colour of its own."""
+    twinned = set()
+    for labels in sources:
+        bases = {split_protocol(label)[0] for label in labels if split_protocol(label)[1]}
+        twinned |= {label for label in labels if not split_protocol(label)[1] and split_protocol(label)[0] in bases}
+    keys = {label: label if label in twinned else split_protocol(label)[0] for labels in sources for label in labels}
+    order = list(dict.fromkeys(keys.values()))
+    return {label: PALETTE[order.index(key) % len(PALETTE)] for label, key in keys.items()}
+
+
 def write_plots(results: dict, directory: Path) -> list[Path]:
     """Write every chart the available summaries allow (each task's :attr:`.registry.BenchTask.charts`);
-    return the files written. A policy keeps one colour across every chart."""
+    return the files written. A policy keeps one colour across every chart (:func:`colours`)."""
     sources = [entry.charts for entry in TASKS if entry.charts is not None]
     frames = {c.source: results.get(c.source) for c in sources}
     frames = {name: frame for name, frame in frames.items() if frame is not None and not frame.empty}
-    labels = dict.fromkeys(label for frame in frames.values() for label in frame["policy"] if label != "full")
-    style = {"colours": {label: PALETTE[i % len(PALETTE)] for i, label in enumerate(labels)}}
+    labels = [list(dict.fromkeys(label for label in frame["policy"] if label != "full")) for frame in frames.values()]
+    style = {"colours": colours(labels)}
     written = []
     for charts in sources:
         if charts.source not in frames:

@@ -1,9 +1,11 @@
 """Markdown tables of the benchmark summaries, with where and when they were measured
-(docs/benchmarks.md#results-on-this-machine)."""
+(docs/benchmarks.md#results-on-this-machine). The caption of every table whose rows asked a question says
+under which protocol (:func:`protocol_text`), and each task that asks one pairs every spec measured under
+both (:func:`protocol_pairing`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -12,11 +14,25 @@ import pandas as pd
 from .budget import budget_text
 from .diagnosis import summarise_diagnosis
 from .metrics import summarise_rates
-from .pairing import default_decision, paired_with, paired_with_defaults
+from .pairing import default_decision, paired_protocols, paired_with, paired_with_defaults
 from .progress import TaskFiles, read_tasks
 from .registry import TASKS, Frames, load
 from .results import load_results
+from .specs import EVICTABLE, split_protocol
 from .tasks.retention import summarise as summarise_retention
+
+KEPT_APART = "question kept apart (the field's protocol)"
+STREAMED = "question evictable (the paper's protocol)"
+
+
+def protocol_text(labels: Iterable[str]) -> str:
+    """Under which question protocol the evicting rows of ``labels`` ran, as a caption says it."""
+    kept = {split_protocol(label)[1] for label in labels if label != "full"}
+    if kept == {False}:
+        return STREAMED
+    if False in kept:
+        return f"{KEPT_APART}; rows labelled `{EVICTABLE}`: {STREAMED}"
+    return KEPT_APART
 
 
 def _percent(value: float, low: float | None = None, high: float | None = None) -> str:
@@ -102,13 +118,16 @@ def retention_tables(summary: pd.DataFrame, rows: pd.DataFrame | None = None) ->
     ceiling = (
         _percent(full.accuracy.iloc[0], full.accuracy_low.iloc[0], full.accuracy_high.iloc[0]) if len(full) else "-"
     )
+    asked = protocol_text(evicting.policy)
     tables = (
         f"Answers (the model's greedy answer contains the fact), {accuracy_count}, Wilson 95% "
-        f"interval; full-cache ceiling on the same cases: **{ceiling}**:\n\n{_markdown(accuracy)}\n\n"
+        f"interval, {asked}; full-cache ceiling on the same cases: **{ceiling}**:\n\n{_markdown(accuracy)}\n\n"
         f"Fact survival, the diagnosis (all of the fact's tokens cached when the question is read), "
-        f"{survival_count}:\n\n{_markdown(survival)}"
+        f"{survival_count}, {asked}:\n\n{_markdown(survival)}"
     )
-    extras = [retention_pairing(rows), retention_diagnosis(rows), retention_breakdown(rows)] if rows is not None else []
+    if rows is None:
+        return tables
+    extras = [retention_pairing(rows), retention_diagnosis(rows), retention_breakdown(rows), protocol_pairing(rows)]
     return "\n\n".join([tables, *filter(None, extras)])
 
 
@@ -133,10 +152,42 @@ def _sign_cell(row: Any) -> str:
     return f"+{row.wins} / -{row.losses} (p {row.p:.2g})"
 
 
+def protocol_pairing(
+    rows: pd.DataFrame,
+    measure: str = "answered",
+    case: tuple[str, ...] = ("case",),
+    by: tuple[str, ...] = ("budget",),
+    what: str = "answers",
+) -> str:
+    """Each spec measured under both question protocols, on the same cases (:func:`.pairing.paired_protocols`):
+    its ``measure`` (``what``) with the question kept apart and with it evictable, and the cases gained and
+    lost by keeping it apart with the exact sign test; per ``by`` group. Empty without such a pair."""
+    paired = paired_protocols(rows, measure, case, by)
+    paired = paired[paired.cases > 0]
+    if paired.empty:
+        return ""
+    groups = {key: paired[key].map(budget_text) if key == "budget" else paired[key] for key in by}
+    frame = pd.DataFrame(
+        {
+            "policy": paired.policy,
+            **groups,
+            "cases": paired.cases,
+            f"{what}, {KEPT_APART}": (paired.total / paired.cases).map(_percent),
+            f"{what}, {STREAMED}": (paired.reference_total / paired.cases).map(_percent),
+            "gained / lost (sign test)": [_sign_cell(r) for r in paired.itertuples(index=False)],
+        }
+    )
+    return (
+        f"The question's protocol, spec by spec: {what} with the question kept apart against the same spec with "
+        f"it evictable (`{EVICTABLE}`), on the same cases; gained / lost: the cases where it scored higher / "
+        f"lower with the question kept apart (exact sign test):\n\n{_markdown(frame)}"
+    )
+
+
 def retention_pairing(rows: pd.DataFrame) -> str:
     """Paired sign tests on answers: every policy against the recency window (per budget, and over case x
     budget pooled), and each variant against its policy's default; empty when neither can be paired."""
-    parts = []
+    parts, asked = [], protocol_text(rows.policy)
     against = paired_with(rows)
     if not against.empty:
         against = against[against.policy != against.default]
@@ -144,8 +195,8 @@ def retention_pairing(rows: pd.DataFrame) -> str:
         table = _pivot(against, _sign_cell, lambda b: f"J={b:.0%}")
         table["pooled"] = table["policy"].map(lambda label: _sign_cell(pooled.loc[label]))
         parts.append(
-            "Answers against `sliding` on the same cases: answered where it did not / not where it did "
-            f"(exact sign test; pooled: case x budget):\n\n{_markdown(table)}"
+            "Answers against `sliding` under the same protocol on the same cases: answered where it did not / "
+            f"not where it did (exact sign test; pooled: case x budget), {asked}:\n\n{_markdown(table)}"
         )
     paired = paired_with_defaults(rows, measure="answered")
     variants = paired[(paired.policy != paired.default) & (paired.cases > 0)]
@@ -159,7 +210,9 @@ def retention_pairing(rows: pd.DataFrame) -> str:
                 "answered / not vs default": [_sign_cell(r) for r in variants.itertuples(index=False)],
             }
         )
-        parts.append(f"Each variant against its policy's default on answers (exact sign test):\n\n{_markdown(frame)}")
+        parts.append(
+            f"Each variant against its policy's default on answers (exact sign test), {asked}:\n\n{_markdown(frame)}"
+        )
     decision = _defaults_by_answers(rows)
     return "\n\n".join([*parts, decision] if decision else parts)
 
@@ -195,7 +248,8 @@ def _defaults_by_answers(rows: pd.DataFrame) -> str:
     return (
         "Defaults by answers: a variant meets the rule for replacing its policy's default when it answers "
         "significantly more over case x budget pooled (sign test, p < 0.05), significantly fewer at no budget, "
-        f"and was measured on every case and budget its default was:\n\n{_markdown(frame)}"
+        f"and was measured on every case and budget its default was; {protocol_text(rows.policy)}:\n\n"
+        f"{_markdown(frame)}"
     )
 
 
@@ -203,7 +257,14 @@ def _number(value: float, spec: str) -> str:
     return "-" if pd.isna(value) else format(value, spec)
 
 
-DIAGNOSIS_BY_POLICY = ("key_kept", "sentence_kept", "distractors_kept", "gaps_around", "reading_peak")
+DIAGNOSIS_BY_POLICY = (
+    "key_kept",
+    "sentence_kept",
+    "distractors_kept",
+    "gaps_around",
+    "reading_peak",
+    "question_evicted",
+)
 
 
 def retention_diagnosis(rows: pd.DataFrame) -> str:
@@ -231,12 +292,14 @@ def retention_diagnosis(rows: pd.DataFrame) -> str:
     counts = per.groupby("policy", sort=False)[["n_answered", "n_unanswered"]].max()
     by_policy.insert(0, "kept: answered / not", [f"{int(a)} / {int(u)}" for a, u in counts.loc[by_policy.index].values])
     order = [p for p in dict.fromkeys(rows.policy) if p in by_policy.index]
-    by_policy = by_policy.reindex(index=order, columns=["kept: answered / not", *DIAGNOSIS_BY_POLICY]).fillna("-")
+    shown = [m for m in DIAGNOSIS_BY_POLICY if m in set(per.measure)]  # a measure the rows predate: no column
+    by_policy = by_policy.reindex(index=order, columns=["kept: answered / not", *shown]).fillna("-")
+    asked = protocol_text(rows.policy)
     return (
         f"Why a kept fact goes unanswered: over the rows whose fact survived ({n_yes} answered, {n_no} not; every "
         "evicting policy and budget), each measure's mean and how well it tells them apart (AUC above 0.5: "
-        f"higher with answers; Mann-Whitney p):\n\n{_markdown(table)}\n\n"
-        f"Per policy, mean among answered / unanswered rows:\n\n{_markdown(by_policy.reset_index())}"
+        f"higher with answers; Mann-Whitney p), {asked}:\n\n{_markdown(table)}\n\n"
+        f"Per policy, mean among answered / unanswered rows, {asked}:\n\n{_markdown(by_policy.reset_index())}"
     )
 
 
@@ -260,8 +323,8 @@ def retention_breakdown(rows: pd.DataFrame) -> str:
         return _markdown(frame.reindex(order).fillna("-").reset_index())
 
     return (
-        f"Fact survival at J={budget:.0%} by the fact's type and by where it sits (cases in brackets):\n\n"
-        f"{table('fact_type')}\n\n{table('third')}"
+        f"Fact survival at J={budget:.0%} by the fact's type and by where it sits (cases in brackets), "
+        f"{protocol_text(order)}:\n\n{table('fact_type')}\n\n{table('third')}"
     )
 
 
@@ -340,11 +403,22 @@ def _survival_by_type(rows: pd.DataFrame, types: tuple[str, ...]) -> pd.DataFram
     return frame.reindex(columns=list(types)).rename(columns=lambda t: f"{t}s kept")
 
 
+def _by_spec(values: pd.Series, labels: list[str]) -> pd.Series:
+    """``values`` of a part that asks no question (perplexity), by label, set on the ``labels`` of one that does:
+    each label takes its spec's value under either protocol (without a question the protocol changes nothing);
+    a value no label takes keeps its own row."""
+    bases = values.groupby(values.index.map(lambda label: split_protocol(label)[0]), sort=False).first()
+    taken = {label: split_protocol(label)[0] for label in labels if split_protocol(label)[0] in bases.index}
+    own = pd.Series({label: bases[base] for label, base in taken.items()}, dtype=object)
+    return pd.concat([own, bases.drop(index=list(set(taken.values())))])
+
+
 def ablation_table(
     retention: pd.DataFrame | None, perplexity: pd.DataFrame | None, retention_rows: pd.DataFrame | None = None
 ) -> str:
-    """The grid's survival (and, given the measured rows, each variant paired with its default) and NLL gap."""
-    parts = []
+    """The grid's survival (and, given the measured rows, each variant paired with its default) and NLL gap,
+    and the specs measured under both question protocols."""
+    parts, caption, twins = [], "The perplexity gap, per spec:", ""
     if retention is not None and not retention.empty:
         r = retention[retention.policy != "full"].set_index("policy")
         columns = {
@@ -360,18 +434,22 @@ def ablation_table(
                 for v in r[["accuracy", "accuracy_low", "accuracy_high"]].itertuples(index=False)
             ]
         parts.append(pd.DataFrame(answers | columns, index=r.index))
+        caption = f"Rare-fact retention, {protocol_text(r.index)}, and the perplexity gap, per spec:"
         if retention_rows is not None and not retention_rows.empty:
             answered = paired_with_defaults(retention_rows, measure="answered")
             answered = answered[answered.cases > 0]  # a spec screened before answers were measured
             parts.append(_against_default(answered, "answers vs its default (sign test)").to_frame())
             parts.append(_against_default(paired_with_defaults(retention_rows)).to_frame())
             parts.append(_survival_by_type(retention_rows, FACT_TYPES_OF_INTEREST))
+            twins = protocol_pairing(retention_rows)
     if perplexity is not None and not perplexity.empty:
         p = perplexity[perplexity.policy != "full"].set_index("policy")
-        parts.append(pd.DataFrame({"NLL gap to full": p.delta_nll.map(lambda v: f"{v:+.3f}")}, index=p.index))
+        gaps = _by_spec(p.delta_nll.map(lambda v: f"{v:+.3f}"), list(parts[0].index) if parts else [])
+        parts.append(gaps.rename("NLL gap to full").to_frame())
     if not parts:
         return ""
-    return _markdown(pd.concat(parts, axis=1).fillna("-").reset_index())
+    table = _markdown(pd.concat(parts, axis=1).fillna("-").rename_axis("policy").reset_index())
+    return "\n\n".join(filter(None, [f"{caption}\n\n{table}", twins]))
 
 
 def _allocation_cell(label: str) -> tuple[str, str]:
@@ -437,7 +515,8 @@ def allocation_tables(
                 **last,
             }
         )
-        parts.append("Rare-fact retention per cell:\n\n" + _markdown(table))
+        parts.append(f"Rare-fact retention per cell, {protocol_text(rows.policy)}:\n\n" + _markdown(table))
+        parts.append(protocol_pairing(retention_rows))
     if perplexity_summary is not None and not perplexity_summary.empty and perplexity_rows is not None:
         summary = perplexity_summary[perplexity_summary.policy != "full"]
         costs = _allocation_costs(perplexity_rows[perplexity_rows.policy != "full"], ["policy", "budget"]).set_index(
@@ -454,7 +533,7 @@ def allocation_tables(
             }
         )
         parts.append("Perplexity with 4 attention sinks per cell:\n\n" + _markdown(table))
-    return "\n\n".join(parts)
+    return "\n\n".join(filter(None, parts))
 
 
 def _rate_cell(successes: int, trials: int) -> str:
@@ -493,12 +572,16 @@ def needle_tables(rows: pd.DataFrame) -> str:
         frame = counts.pivot(index="row", columns="column", values="cell").reindex(list(dict.fromkeys(counts.row)))
         return _markdown(frame.reindex(columns=order).fillna("-").reset_index().rename(columns={"row": "policy"}))
 
-    return (
-        f"Over the whole map (every depth x length), Wilson 95% intervals; full-cache accuracy: **{ceiling}**:\n\n"
-        f"{_markdown(table)}\n\nSurvival by context length (tokens):\n\n{by('length', lambda v: str(int(v)))}\n\n"
-        f"Survival by depth of the needle:\n\n{by('depth', lambda v: f'{float(v):.0%}')}\n\n"
-        f"Survival by what the needle states:\n\n{by('kind', str)}"
-    )
+    asked = protocol_text(evicting.policy)
+    parts = [
+        f"Over the whole map (every depth x length), Wilson 95% intervals, {asked}; full-cache accuracy: "
+        f"**{ceiling}**:\n\n{_markdown(table)}",
+        f"Survival by context length (tokens), {asked}:\n\n{by('length', lambda v: str(int(v)))}",
+        f"Survival by depth of the needle, {asked}:\n\n{by('depth', lambda v: f'{float(v):.0%}')}",
+        f"Survival by what the needle states, {asked}:\n\n{by('kind', str)}",
+        protocol_pairing(rows, case=("length", "depth", "trial")),
+    ]
+    return "\n\n".join(filter(None, parts))
 
 
 def ruler_tables(rows: pd.DataFrame) -> str:
@@ -524,9 +607,12 @@ def ruler_tables(rows: pd.DataFrame) -> str:
         parts.append(
             f"**{task}** ({lengths} tokens; survival (kept/cases) · string_match_all (share of expected "
             f"values found in the output) · required tokens kept; full cache's string_match_all "
-            f"**{ceiling}**):\n\n{_markdown(table)}"
+            f"**{ceiling}**; {protocol_text(group.policy)}):\n\n{_markdown(table)}"
         )
-    return "\n\n".join(filter(None, [*parts, ruler_pairing(rows)]))
+    twins = protocol_pairing(
+        rows, "answer_share", case=("length", "trial"), by=("task", "budget"), what="string_match_all"
+    )
+    return "\n\n".join(filter(None, [*parts, ruler_pairing(rows), twins]))
 
 
 def ruler_pairing(rows: pd.DataFrame) -> str:
@@ -541,7 +627,7 @@ def ruler_pairing(rows: pd.DataFrame) -> str:
     table = _pivot(variants, lambda r: f"+{r.wins} / -{r.losses} (p {r.p:.2g})", budget_text)
     return (
         "Each variant against its policy's default on the same cases: cases where it kept more / less "
-        f"of the required tokens (exact sign test):\n\n{_markdown(table)}"
+        f"of the required tokens (exact sign test), {protocol_text(rows.policy)}:\n\n{_markdown(table)}"
     )
 
 

@@ -158,13 +158,14 @@ class ResultTable:
         tmp.write_text(json.dumps(self.meta, indent=2) + "\n", encoding="utf-8")
         tmp.replace(self.meta_path)
 
-    def pin_policies(self, specs: Iterable[Any]) -> None:
+    def pin_policies(self, specs: Iterable[Any], *, asked: bool = False) -> None:
         """Record what each policy label meant (its resolved options) and refuse a label whose meaning
-        changed since its rows were measured, e.g. after a policy's default options were changed."""
+        changed since its rows were measured, e.g. after a policy's default options were changed.
+        ``asked``: the rows ask a question apart from their document, so a meaning also says its protocol."""
         pinned = self.meta.setdefault("policies", {})
         for spec in specs:
-            options = json.loads(json.dumps(spec.meaning()))
-            if not spec.means(pinned.setdefault(spec.label, options)):
+            options = json.loads(json.dumps(spec.meaning(asked)))
+            if not spec.means(pinned.setdefault(spec.label, options), asked):
                 raise CcvizError(
                     f"{self.path}: {spec.label!r} now means {options} but was measured as {pinned[spec.label]}: "
                     "write the options out in the spec, or pass --fresh"

@@ -5,8 +5,12 @@ measured without code changes; the spec's label is the key of its rows in the re
 
 Besides the policy's own options a spec may set the engine's unit of decision, for any policy
 (``tova:granularity=word,pool=mean``), the budget's allocation over layers and heads
-(``snapkv:allocation=pyramid,pyramid_beta=5``), and ``recent_share``: the recent window as a share of each
-run's J (``recent_share=0.25`` is recent = J/4 at every budget).
+(``snapkv:allocation=pyramid,pyramid_beta=5``), ``recent_share``: the recent window as a share of each
+run's J (``recent_share=0.25`` is recent = J/4 at every budget), and ``protect_question``: the protocol of a
+task that asks a question apart from its document. The plain label keeps the question out of eviction (the
+field's protocol, as kvpress appends the question after compressing the context); ``protect_question=False``
+streams it through the refreshes like the document (the paper's protocol). Only a task that asks a question
+pins the protocol in a label's meaning (``meaning(asked=True)``): elsewhere the key changes nothing.
 """
 
 from __future__ import annotations
@@ -29,7 +33,10 @@ ENGINE_KEYS = (
     "pyramid_beta",
     "left_context",
     "sentence_share",
+    "protect_question",
 )  # spec keys that are run settings, not policy options
+QUESTION_KEY = "protect_question"  # the question's protocol: kept apart (True, the default) or evictable
+EVICTABLE = f"{QUESTION_KEY}=False"  # how a label says its question was evictable: its last option
 _ENGINE_RULES = {
     "granularity": rule_of(RunConfig, "granularity"),
     "pool": rule_of(RunConfig, "pool"),
@@ -38,6 +45,7 @@ _ENGINE_RULES = {
     "pyramid_beta": rule_of(RunConfig, "pyramid_beta"),
     "left_context": rule_of(RunConfig, "left_context"),
     "sentence_share": rule_of(RunConfig, "sentence_share"),
+    QUESTION_KEY: rule_of(RunConfig, QUESTION_KEY),
 }
 
 if TYPE_CHECKING:
@@ -71,9 +79,21 @@ class PolicySpec:
             settings["recent"] = round(share * cache_size)
         return settings
 
-    def meaning(self) -> dict[str, Any]:
+    @property
+    def protects_question(self) -> bool:
+        """Whether a question asked apart from the document is kept out of eviction (the default)."""
+        return bool(dict(self.options).get(QUESTION_KEY, True))
+
+    def in_protocol(self, protect: bool) -> PolicySpec:
+        """This spec under one question protocol: ``protect_question`` dropped (kept apart, the plain label)
+        or set to False, after the other options (the label its rows take under the paper's protocol)."""
+        options = tuple((k, v) for k, v in self.options if k != QUESTION_KEY)
+        return PolicySpec(self.name, options if protect else (*options, (QUESTION_KEY, False)))
+
+    def meaning(self, asked: bool = False) -> dict[str, Any]:
         """Every resolved policy option plus the run settings the spec sets, and the policy's own unit
-        when it is not the token: what a result label stands for."""
+        when it is not the token: what a result label stands for. ``asked``: in a task that asks a question
+        apart from its document, also the question's protocol (for a policy that evicts)."""
         policy, engine = self.build(), self.engine
         unit, context = run_unit(
             policy, engine.get("granularity"), engine.get("allocation", "uniform"), engine.get("left_context")
@@ -81,16 +101,19 @@ class PolicySpec:
         resolved = {} if unit == "token" else {"granularity": unit, "pool": engine.get("pool", "max")}
         if context:
             resolved["left_context"] = context
-        return {**policy.options(), **engine, **resolved}
+        engine.pop(QUESTION_KEY, None)
+        protocol = {QUESTION_KEY: self.protects_question} if asked and policy.evicts else {}
+        return {**policy.options(), **engine, **resolved, **protocol}
 
-    def means(self, recorded: dict[str, Any]) -> bool:
+    def means(self, recorded: dict[str, Any], asked: bool = False) -> bool:
         """Whether the spec still means what ``recorded`` (an earlier :meth:`meaning`) says. An option the
         policy gained since counts only when set away from its default, so a new option (``window``)
         leaves results measured before it valid; or, when that default has changed since (the policy's
-        ``former_defaults``), away from the value it had then."""
+        ``former_defaults``), away from the value it had then. The question's protocol always counts: a
+        meaning recorded without it was measured with the question evictable, before it was a setting."""
         policy = POLICIES[self.name]
         defaults = {**policy().options(), **policy.former_defaults}
-        now = {k: v for k, v in self.meaning().items() if k in recorded or defaults.get(k, object()) != v}
+        now = {k: v for k, v in self.meaning(asked).items() if k in recorded or defaults.get(k, object()) != v}
         return now == recorded
 
 
@@ -108,7 +131,22 @@ def parse_spec(text: str) -> PolicySpec:
     for key, value in spec.engine.items():
         _ENGINE_RULES[key].check(value)
     check_allocation(spec.engine.get("allocation", "uniform"), policy)
-    return spec
+    return spec.in_protocol(spec.protects_question)  # one label per run: the protocol last, the default unsaid
+
+
+def split_protocol(label: str) -> tuple[str, bool]:
+    """A result label without its question protocol, and whether that protocol kept the question apart
+    (``("snapkv", False)`` for ``snapkv:protect_question=False``); any label, a spec's or not."""
+    for separator in (":", ","):
+        if label.endswith(separator + EVICTABLE):
+            return label[: -len(EVICTABLE) - 1], False
+    return label, True
+
+
+def with_protocol(label: str, protect: bool) -> str:
+    """The label of the same spec under one question protocol (:meth:`PolicySpec.in_protocol`, on its text)."""
+    base, _ = split_protocol(label)
+    return base if protect else base + ("," if ":" in base else ":") + EVICTABLE
 
 
 # The paper ranks single tokens by the raw logit; ccviz's counter-causal defaults were chosen by answers
@@ -130,12 +168,15 @@ def registered_specs() -> list[PolicySpec]:
 
 def in_policy_order(frame: pd.DataFrame) -> pd.DataFrame:
     """Rows sorted by policy as the benchmarks list them (the full cache, then the registry's order with the
-    paper's form next to ours, then any other spec as first measured), so a table keeps one row order
-    however its rows were appended over several runs."""
+    paper's form next to ours, then any other spec as first measured; a spec under the paper's question
+    protocol right after the same spec under the field's), so a table keeps one row order however its rows
+    were appended over several runs."""
     if "policy" not in frame.columns or frame.empty:
         return frame
     known = ["full", *(spec.label for spec in registered_specs())]
     rank = {label: i for i, label in enumerate(dict.fromkeys(known))}
-    first_seen = {label: len(rank) + i for i, label in enumerate(dict.fromkeys(frame["policy"]))}
-    order = frame["policy"].map(lambda label: rank.get(label, first_seen[label]))
+    bases = frame["policy"].map(lambda label: split_protocol(label)[0])
+    first_seen = {label: len(rank) + i for i, label in enumerate(dict.fromkeys(bases))}
+    protected = frame["policy"].map(lambda label: split_protocol(label)[1])
+    order = 2 * bases.map(lambda label: rank.get(label, first_seen[label])) + ~protected
     return frame.iloc[order.argsort(kind="stable")]

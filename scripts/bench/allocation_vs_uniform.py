@@ -90,7 +90,8 @@ def _same(new: object, published: object) -> bool:
 def check_uniform(results: Path, cases: list[int]) -> None:
     """Measure the published uniform retention rows of ``cases`` again here, for the policies the allocation
     task crosses, and count the rows that match exactly: the pairing assumes this machine's engine gives
-    the rows the main table's machine gave."""
+    the rows the main table's machine gave. Both were measured with the question evictable (the paper's
+    protocol), so that is the protocol measured here."""
     import torch
 
     from ccviz import load_model
@@ -107,18 +108,19 @@ def check_uniform(results: Path, cases: list[int]) -> None:
         answer = case < settings["accuracy_cases"]
         for name in (*ATTENTION_POLICIES, *COUNTER_CAUSAL_POLICIES):
             for budget in settings["budgets"]:
+                spec = PolicySpec(name).in_protocol(False)
                 cell = RetentionCell(
                     case,
                     settings["words"],
                     settings["seed"],
-                    PolicySpec(name),
+                    spec,
                     budget,
                     answer,
                     settings["max_new_tokens"],
                 )
                 row = measure_cell(lm, cell)
                 old = published[
-                    (published.case == case) & (published.policy == name) & (published.budget == budget)
+                    (published.case == case) & (published.policy == spec.label) & (published.budget == budget)
                 ].iloc[0]
                 fields = ["cache_size", "survived", "kept_share"] + (["answered", "output"] if answer else [])
                 if all(_same(row[f], old[f]) for f in fields):

@@ -1,9 +1,9 @@
 """How much of the question is still cached when the answer is generated, on the retention cases, next to
-whether the published row answered. The diagnosis of the retention task reads the cache at the question
-(before any question token), so it cannot see a refresh at the end of the prefill evicting the question
-itself; this does.
+whether the published row answered. Only the paper's protocol (``:protect_question=False``) can evict any of
+it: a refresh at the end of the prefill scores the question like the document. The retention diagnosis says
+whether it did (``question_evicted``); this says how much.
 
-    python scripts/bench/question_kept.py --policy counter_causal_fast --budget 0.25 --cases 100
+    python scripts/bench/question_kept.py --policy counter_causal_fast:protect_question=False --budget 0.25
 
 Rows go to bench/results/question_kept/question_kept.csv (resumable, with a JSON of provenance); the split
 by survived x answered is printed. ``answered`` and ``survived`` are the published retention row's.
@@ -50,7 +50,7 @@ def main() -> None:
         {"model": lm.name, "words": settings.words, "seed": settings.seed},
     )
     specs = [parse_spec(label) for label in args.policy]
-    table.pin_policies(specs)
+    table.pin_policies(specs, asked=True)
     for index in range(args.cases):
         case = make_case(index, words=settings.words, seed=settings.seed)
         prepared = prepare(lm.tokenizer, case.prompt, case.question_start, [case.answer_span])
@@ -58,7 +58,7 @@ def main() -> None:
         for spec in specs:
             if table.has(case=index, policy=spec.label, budget=args.budget):
                 continue
-            trace = run_case(lm, case.prompt, prepared, spec, args.budget, 1).trace
+            trace = run_case(lm, prepared, spec, args.budget, 1).trace
             cached = cache_before(trace, end)  # what the answer's tokens read
             question = range(prepared.question_start, end)
             row = published.loc[(index, spec.label, args.budget)]

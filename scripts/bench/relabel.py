@@ -9,6 +9,12 @@ such label the shortest spec that means today what was measured then: the paper'
 name with every option that differs from today's defaults written out. Then it pins the new meanings
 and writes every summary again from the relabelled rows. Nothing is measured and no row is dropped.
 
+The question's protocol is such a default: rows of a task that asks a question apart from its document
+(a survival task's, :mod:`ccviz.bench.tasks.survival`, or ``question_kept.py``'s) whose meaning does not say
+it were measured with the question evictable, before ``protect_question`` existed, so they take
+``protect_question=False`` after their label (``sliding:protect_question=False``); the full cache, which
+never evicts, keeps its label.
+
 Run: ``python scripts/bench/relabel.py [FOLDER]`` (default: the published ``bench/results`` and the
 folders in it); ``--dry-run`` prints the renames only. Then ``python -m ccviz bench report``.
 """
@@ -29,7 +35,7 @@ sys.path.insert(0, str(ROOT))  # this checkout's ccviz
 
 from ccviz.bench.registry import TASKS, load  # noqa: E402
 from ccviz.bench.results import write_summary  # noqa: E402
-from ccviz.bench.specs import ENGINE_KEYS, PAPER_FORMS, PolicySpec, parse_spec  # noqa: E402
+from ccviz.bench.specs import ENGINE_KEYS, PAPER_FORMS, QUESTION_KEY, PolicySpec, parse_spec  # noqa: E402
 from ccviz.engine import RunConfig  # noqa: E402
 from ccviz.policies import POLICIES  # noqa: E402
 
@@ -41,7 +47,10 @@ UNSAID = {
     "allocation": "uniform",
     "recent_share": None,
     "pyramid_beta": RunConfig.__dataclass_fields__["pyramid_beta"].default,
+    QUESTION_KEY: False,  # the question streamed through the refreshes (pinned only where a question is asked)
 }
+# Columns of rows whose runs asked a question apart: a survival task's, and scripts/bench/question_kept.py's.
+QUESTION_COLUMNS = {"question_start", "question_tokens"}
 
 
 def filled(name: str, meaning: dict[str, Any]) -> dict[str, Any]:
@@ -51,11 +60,14 @@ def filled(name: str, meaning: dict[str, Any]) -> dict[str, Any]:
     return {**UNSAID, **{f.name: f.default for f in fields(policy)}, **policy.former_defaults, **meaning}
 
 
-def normal(name: str, meaning: dict[str, Any]) -> dict[str, Any]:
+def normal(name: str, meaning: dict[str, Any], asked: bool) -> dict[str, Any]:
     """:func:`filled` less what does not change the run: two meanings are the same run exactly when these
-    are equal. ``paper`` is left out: it only stands for the options it sets, which are in the meaning."""
+    are equal. ``paper`` is left out: it only stands for the options it sets, which are in the meaning; the
+    question's protocol too where no question was ``asked``."""
     full = filled(name, meaning)
     full.pop("paper", None)
+    if not asked:
+        full.pop(QUESTION_KEY)
     if full["granularity"] == "token":
         full.pop("pool", None)
     if full["granularity"] != "word":  # they shape word units only
@@ -63,18 +75,22 @@ def normal(name: str, meaning: dict[str, Any]) -> dict[str, Any]:
     return full
 
 
-def shortest_label(name: str, meaning: dict[str, Any], own: list[PolicySpec]) -> str:
-    """The label of ``name`` that means ``meaning`` today: one of the task's ``own`` specs (so a run of the
-    task finds its rows), else the bare name, the paper's form or the name with what differs written out."""
-    target = normal(name, meaning)
-    tries = [spec for spec in own if spec.name == name] + [PolicySpec(name)]
+def shortest_label(label: str, meaning: dict[str, Any], own: list[PolicySpec], asked: bool) -> str:
+    """The label of ``label``'s policy that means ``meaning`` today: one of the task's ``own`` specs (so a run
+    of the task finds its rows), else the bare name, the paper's form or ``label`` itself, each under the
+    question protocol measured, else the name with what differs written out."""
+    name = label.partition(":")[0]
+    target = normal(name, meaning, asked)
+    bases = [spec for spec in own if spec.name == name] + [PolicySpec(name)]
     if name in PAPER_FORMS:
-        tries.append(PAPER_FORMS[name])
-    default = filled(name, PolicySpec(name).meaning())
+        bases.append(PAPER_FORMS[name])
+    bases.append(parse_spec(label))
+    tries = bases + [spec.in_protocol(target.get(QUESTION_KEY, True)) for spec in bases]
+    default = filled(name, PolicySpec(name).meaning(asked))
     order = [f.name for f in fields(POLICIES[name])] + list(ENGINE_KEYS)
     tries.append(PolicySpec(name, tuple((k, target[k]) for k in order if k in target and target[k] != default.get(k))))
     for spec in tries:
-        if normal(name, spec.meaning()) == target:
+        if normal(name, spec.meaning(asked), asked) == target:
             return spec.label
     raise SystemExit(f"no spec of {name} means {meaning}: relabel by hand")
 
@@ -88,6 +104,20 @@ def own_specs(stem: str, measured: set[str]) -> list[PolicySpec]:
     return [parse_spec(label) for label in sorted(load(entry.default_labels)(measured, False)) if label != "full"]
 
 
+def means_now(label: str, meaning: dict[str, Any], asked: bool) -> bool:
+    """Whether ``label`` means today the run that ``meaning`` (pinned when its rows were measured) says."""
+    name = label.partition(":")[0]
+    return normal(name, parse_spec(label).meaning(asked), asked) == normal(name, meaning, asked)
+
+
+def asks_question(rows_path: Path) -> bool:
+    """Whether the rows of ``rows_path`` come from runs that asked a question apart from their document."""
+    if not rows_path.exists():
+        return False
+    with rows_path.open(encoding="utf-8") as handle:
+        return bool(QUESTION_COLUMNS & set(handle.readline().strip().split(",")))
+
+
 def relabel_folder(folder: Path, dry_run: bool) -> None:
     for meta_path in sorted(folder.glob("*.json")):
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
@@ -95,18 +125,18 @@ def relabel_folder(folder: Path, dry_run: bool) -> None:
         if not isinstance(pinned, dict):
             continue
         own = own_specs(meta_path.stem, set(pinned))
+        asked = asks_question(meta_path.with_suffix(".csv"))
         renames = {}
         for label, meaning in pinned.items():
-            name = label.partition(":")[0]
-            if name in POLICIES and normal(name, parse_spec(label).meaning()) != normal(name, meaning):
-                renames[label] = shortest_label(name, meaning, own)
+            if label.partition(":")[0] in POLICIES and not means_now(label, meaning, asked):
+                renames[label] = shortest_label(label, meaning, own, asked)
         taken = (set(pinned) - set(renames)) | set(renames.values())
         for label, meaning in pinned.items():  # measured under a spec the task no longer names: the one it does
             name = label.partition(":")[0]
             if label in renames or name not in POLICIES or label in {spec.label for spec in own}:
                 continue
-            better = shortest_label(name, meaning, own)
-            if better not in taken and normal(name, parse_spec(better).meaning()) == normal(name, meaning):
+            better = shortest_label(label, meaning, own, asked)
+            if better not in taken and means_now(better, meaning, asked):
                 if better != label and (better == name or better in {spec.label for spec in own}):
                     renames[label] = better
                     taken.add(better)
@@ -126,11 +156,13 @@ def relabel_folder(folder: Path, dry_run: bool) -> None:
             rows["policy"] = rows["policy"].replace(renames)
             rows.to_csv(rows_path, index=False, lineterminator="\r\n")  # as the csv module writes them
         meta["policies"] = {
-            renames.get(label, label): json.loads(json.dumps(parse_spec(renames.get(label, label)).meaning()))
+            renames.get(label, label): json.loads(json.dumps(parse_spec(renames.get(label, label)).meaning(asked)))
             if label in renames
             else meaning
             for label, meaning in pinned.items()
         }
+        for run in meta.get("runs", []):  # each run's record names its rows by their labels too
+            run["policies"] = [renames.get(label, label) for label in run.get("policies", [])]
         meta_path.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     if not dry_run:
         summarise_folder(folder)

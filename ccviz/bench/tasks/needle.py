@@ -159,7 +159,7 @@ def measure_cell(lm: LoadedModel, cell: Cell) -> dict[str, Any]:
     """Run one cell's case under its policy and budget (greedy); its result row."""
     case = cell.case(lm.tokenizer)
     prepared = prepare(lm.tokenizer, case.prompt, case.question_start, case.required)
-    outcome = run_case(lm, case.prompt, prepared, cell.spec, cell.budget, case.max_new_tokens)
+    outcome = run_case(lm, prepared, cell.spec, cell.budget, case.max_new_tokens)
     output = outcome.trace.output_text
     found = [answer_matches(output, answer) for answer in case.answers]
     return {

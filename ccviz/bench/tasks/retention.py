@@ -2,7 +2,8 @@
 and can the model still answer?
 
 For every case x policy x budget (J as a fraction of the document's tokens, h = J/4) the prompt
-(document + question, one chat turn) is run through the engine. *Survival*: every token of the
+(document + question, one chat turn, the question asked apart: kept out of eviction unless the spec says
+``protect_question=False``) is run through the engine. *Survival*: every token of the
 fact's value is in the cache at the last refresh before the first question token. *Accuracy*: the
 model also answers (greedy; on every case unless ``accuracy_cases`` says fewer), checked by normalised
 string match: answers are the measure, survival the diagnosis. The full cache runs once per case and
@@ -108,7 +109,7 @@ def measure_cell(lm: LoadedModel, cell: RetentionCell) -> dict:
     prepared = prepare(lm.tokenizer, case.prompt, case.question_start, [case.answer_span])
     probe = ReadingProbe(timestep=len(prepared.tokens.ids))  # what the answer reads of the fact
     new_tokens = cell.max_new_tokens if cell.answer else 1
-    outcome = run_case(lm, case.prompt, prepared, cell.spec, cell.budget, new_tokens, observers=[probe])
+    outcome = run_case(lm, prepared, cell.spec, cell.budget, new_tokens, observers=[probe])
     output = outcome.trace.output_text
     return {
         "case": case.index,

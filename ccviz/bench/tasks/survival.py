@@ -4,7 +4,9 @@ that the answer needs still cached when the question is read?
 Each task only says what its cases are (its cells) and what else its rows hold. Everything else is
 here, once: the full cache runs once per case as the ceiling and then every other policy at every
 budget (:func:`case_runs`); a prompt is prepared once (:func:`prepare`: its timesteps, where the
-question starts, how long the document is); a budget becomes J by the one rule of :mod:`..budget`;
+question starts, how long the document is); the question is asked apart from the document
+(:func:`ccviz.generate`'s ``question``), so a spec's ``protect_question`` decides whether a refresh may evict
+it, on the very tokens the prompt has as one text; a budget becomes J by the one rule of :mod:`..budget`;
 survival is measured once (:func:`run_case`, through :func:`..metrics.kept_before`); and cells are
 measured here or by workers and appended as they finish (:func:`run_cells`, through :mod:`..dispatch`).
 """
@@ -21,6 +23,7 @@ import pandas as pd
 from ...engine import generate
 from ...models import LoadedModel, model_name
 from ...policies import Policy
+from ...prompts import join_question
 from ...trace import Trace
 from ..budget import cache_size_for
 from ..data.spans import PromptTokens, prompt_tokens
@@ -47,6 +50,8 @@ class Prepared:
     question_start: int  # timestep of the first question token: where survival is read
     doc_tokens: int  # tokens of the document before the question: what a budget share is a share of
     required: list[int]  # timesteps (ascending) of every token the answer needs
+    document: str  # the prompt's text before the blank line and its question: asked apart, the same tokens
+    question: str
 
     @property
     def text_tokens(self) -> int:
@@ -55,11 +60,16 @@ class Prepared:
 
 
 def prepare(tokenizer: Any, prompt: str, question_start: int, spans: Iterable[tuple[int, int]]) -> Prepared:
-    """``prompt``'s timesteps, with ``question_start`` and the required ``spans`` given in characters."""
+    """``prompt``'s timesteps, with ``question_start`` and the required ``spans`` given in characters. The
+    question must follow the document after a blank line, as :func:`ccviz.prompts.join_question` joins them,
+    so that asking it apart gives the prompt's own text, token for token."""
+    document, asked = prompt[:question_start].rstrip(), prompt[question_start:]
+    if join_question(document, asked) != (prompt, question_start):
+        raise ValueError("the question must follow the document after a blank line, with no space around it")
     tokens = prompt_tokens(tokenizer, prompt)
     question = tokens.first_timestep(question_start)
     required = sorted({t for start, end in spans for t in tokens.timesteps(start, end)})
-    return Prepared(tokens, question, question - tokens.text_start, required)
+    return Prepared(tokens, question, question - tokens.text_start, required, document, asked)
 
 
 @dataclass(frozen=True)
@@ -87,19 +97,20 @@ class Outcome:
 
 def run_case(
     lm: LoadedModel,
-    prompt: str,
     prepared: Prepared,
     spec: PolicySpec,
     budget: float,
     max_new_tokens: int,
     observers: Sequence[Policy] = (),
 ) -> Outcome:
-    """Generate greedily from ``prompt`` under ``spec`` at ``budget`` and read what survived to the question;
-    ``observers`` watch the run without changing it (:func:`ccviz.generate`)."""
+    """Generate greedily from the prepared prompt (its question asked apart, under the spec's protocol) under
+    ``spec`` at ``budget`` and read what survived to the question; ``observers`` watch the run without
+    changing it (:func:`ccviz.generate`)."""
     cache_size = cache_size_for(budget, prepared.doc_tokens)
     trace = generate(
         lm,
-        prompt,
+        prepared.document,
+        question=prepared.question,
         policy=spec.build(),
         cache_size=cache_size,
         max_new_tokens=max_new_tokens,
@@ -146,7 +157,7 @@ def run_cells(
     is there (also after an interruption). ``extent``: the settings that only say how many rows to measure."""
     model = lm.name if lm is not None else model_name(model_args.get("name_or_path"))
     table = ResultTable(out, name, columns, key, {"model": model, **settings}, fresh=fresh, extent=extent)
-    table.pin_policies([FULL, *specs])
+    table.pin_policies([FULL, *specs], asked=True)
     todo = [
         cell
         for cell in cells
