@@ -22,9 +22,13 @@ class _Parser(argparse.ArgumentParser):
         raise CcvizError(message)
 
 
+def _prog() -> str:
+    """How this command was called: the console script, or ``python -m``."""
+    return "ccviz" if Path(sys.argv[0]).name == "ccviz" else "python -m ccviz"
+
+
 def _parser() -> argparse.ArgumentParser:
-    prog = "ccviz" if Path(sys.argv[0]).name == "ccviz" else "python -m ccviz"  # the console script, or -m
-    parser = _Parser(prog=prog, description="KV-cache eviction laboratory")
+    parser = _Parser(prog=_prog(), description="KV-cache eviction laboratory")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     run = sub.add_parser("run", help="generate under a managed cache and print a summary")
@@ -38,6 +42,13 @@ def _parser() -> argparse.ArgumentParser:
         "end are never evicted and take no place of J",
     )
     asked.add_argument("--question-file", type=Path, help="read the question from a UTF-8 text file")
+    run.add_argument(
+        "--expect",
+        metavar="TEXT",
+        help="the expected answer: print whether the output gives it (its words in order, case ignored) and, if "
+        "not, whether and when the policy evicted it from the document, its rank and the cut-off. The full cache "
+        "is not run beside it (that would double the run): the app's 'Beside the full cache' says whether it answers",
+    )
     run.add_argument(
         "--protect-question",
         action=argparse.BooleanOptionalAction,
@@ -202,6 +213,7 @@ def _summary(trace) -> str:
     kept = len(trace.cycles[-1].kept) if trace.cycles else len(trace.tokens)
     run = trace.run_config
     lines = [
+        run.title(),
         f"policy {run.describe()} · {run.describe_budget()}",
         f"prompt {trace.prompt_length} tokens{_question_note(trace)}, "
         f"generated {len(trace.tokens) - trace.prompt_length} ({trace.stop_reason})",
@@ -219,6 +231,26 @@ def _summary(trace) -> str:
             f"the final cache counts what any layer holds",
         )
     return "\n".join(lines)
+
+
+def _verdict_line(trace, expected: str, out: Path | None) -> str:
+    """The run's verdict (:func:`ccviz.explain.run_verdict`, without the full cache) and the command that
+    explains the refresh that evicted the answer, or shows what the answer read."""
+    from .explain import run_verdict
+
+    verdict = run_verdict(trace, expected)
+    assert verdict is not None, "_cmd_run checks --expect before the run"
+    saved = f"{_prog()} explain {out}" if out is not None else None
+    eviction = verdict.eviction
+    if verdict.answered or verdict.fate == "absent":
+        return verdict.text
+    if eviction is not None and eviction.explainable:
+        how = f"{saved} --refresh {eviction.refresh} --token {eviction.position}" if saved else "save it with --out"
+        return f"{verdict.text} Explain that refresh: {how}"
+    if verdict.fate == "kept":
+        how = f"{saved} --answer" if saved and trace.answer_reads is not None else "run with --record-reads --out"
+        return f"{verdict.text} ({how})"
+    return verdict.text
 
 
 def _question_note(trace) -> str:
@@ -247,6 +279,7 @@ def _save(trace, path: Path) -> None:
 
 def _cmd_run(args: argparse.Namespace) -> None:
     from .engine import GenerationFailed, RunConfig, run_generation
+    from .explain import expected_answer
     from .models import load_model
 
     prompt = _read_text(args.prompt, args.prompt_file)
@@ -254,6 +287,8 @@ def _cmd_run(args: argparse.Namespace) -> None:
     question = _read_text(args.question, args.question_file)
     if question is not None and not question.strip():
         raise CcvizError("the question is empty: give a question, or none")
+    if args.expect is not None and expected_answer(args.expect) is None:
+        raise CcvizError(f"--expect {args.expect!r} holds no word to look for in the answer")
     config = RunConfig(  # every setting is checked here, before the model loads
         policy=args.policy,
         policy_options=_parse_options(args.option),
@@ -293,6 +328,8 @@ def _cmd_run(args: argparse.Namespace) -> None:
         bar.close()
     print(trace.output_text)
     print("---")
+    if args.expect is not None:
+        print(_verdict_line(trace, args.expect, args.out))
     print(_summary(trace))
     if args.out is not None:
         _save(trace, args.out)

@@ -3,12 +3,14 @@
 import streamlit as st
 
 from ccviz import POLICIES, RunConfig
+from ccviz.explain import run_verdict
 from ccviz.ui.frame import ensure_app_frame
 from ccviz.ui.full_cache_view import full_cache_compare, full_cache_input, runs_and_full_cache, with_full_cache
 from ccviz.ui.inputs import allocation_input, budget_input, decoding_input, document_input, policy_input, unit_input
 from ccviz.ui.links import linked
-from ccviz.ui.question import keep_question_input, protect_question, question_input
+from ccviz.ui.question import expected_answer_input, keep_question_input, protect_question, question_input
 from ccviz.ui.state import run_controls
+from ccviz.ui.verdict_view import verdict_row
 from ccviz.ui.views import compare_view, live_view
 from ccviz.worker.tasks import RunTask
 
@@ -47,6 +49,7 @@ with st.sidebar:
 
 text, chat = document_input()
 question = question_input(text)
+expected = expected_answer_input()
 phrase = st.text_input(
     "Phrase to track",
     value=linked("cmp.phrase", ""),
@@ -82,9 +85,10 @@ done = run_controls(
 )
 if done is not None:
     finished, full = runs_and_full_cache(done)
-    shown = [(f"{LETTERS[i]} · {task.label}", trace) for i, (task, trace) in enumerate(finished)]
+    shown = [(f"{LETTERS[i]} · {trace.run_config.title(budget=False)}", trace) for i, (_, trace) in enumerate(finished)]
     if shown:
         labels, traces = zip(*shown)
+        verdict_row([run_verdict(trace, expected, full) for trace in traces], traces, labels)
         compare_view(list(traces), list(labels), phrase, key="compare")
         if full is not None:
             full_cache_compare(traces, labels, full)

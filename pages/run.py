@@ -3,6 +3,7 @@
 import streamlit as st
 
 from ccviz import RunConfig
+from ccviz.explain import run_verdict
 from ccviz.ui.answer_view import answer_view, record_reads_input
 from ccviz.ui.explain import explain_section
 from ccviz.ui.frame import ensure_app_frame
@@ -16,8 +17,9 @@ from ccviz.ui.full_cache_view import (
 from ccviz.ui.inputs import allocation_input, budget_input, decoding_input, document_input, policy_input, unit_input
 from ccviz.ui.links import linked_checkbox
 from ccviz.ui.needle_sample import NEEDLE_KEY
-from ccviz.ui.question import keep_question_input, protect_question, question_input
+from ccviz.ui.question import expected_answer_input, keep_question_input, protect_question, question_input
 from ccviz.ui.state import run_controls
+from ccviz.ui.verdict_view import verdict_line
 from ccviz.ui.views import live_view, retention_view
 from ccviz.ui.what_if import what_if_section
 from ccviz.worker.tasks import RunTask
@@ -54,6 +56,7 @@ with st.sidebar:
 
 text, chat = document_input()
 question = question_input(text)
+expected = expected_answer_input()
 done = run_controls(
     PAGE,
     "Run",
@@ -84,7 +87,14 @@ if done is not None and done.results[0] is not None:
     trace = done.results[0]
     full = runs_and_full_cache(done)[1]
     missed = missed_beside_full(trace, full)
-    retention_view(trace, key="run", needle=st.session_state.get(NEEDLE_KEY), missed=[m.position for m in missed])
+    verdict = run_verdict(trace, expected, full)
+    retention_view(
+        trace,
+        key="run",
+        needle=st.session_state.get(NEEDLE_KEY),
+        missed=[m.position for m in missed],
+        verdict=lambda: verdict_line(verdict, trace, explain_key="run"),
+    )
     if full is not None:
         full_cache_view(trace, full, missed)
     answer_view(trace, key="run")

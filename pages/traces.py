@@ -50,7 +50,7 @@ if loaded:
             st.info(f"Comparing the first {MAX_COMPARED} files.")
         chosen = loaded[:MAX_COMPARED]
         phrase = st.text_input("Phrase to track", key="traces.phrase")
-        labels = [f"{name} · {trace.run_config.policy}" for name, trace in chosen]
+        labels = [f"{name} · {trace.run_config.title()}" for name, trace in chosen]
         compare_view([trace for _, trace in chosen], labels, phrase, key="traces.compare")
     else:
         pick = (

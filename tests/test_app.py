@@ -332,7 +332,8 @@ def test_compare_page_runs_policies_side_by_side(app):
     assert "Jaccard" in overlap["data"][0]["hovertemplate"]
     assert sum("-badge[" in m.value for m in app.markdown) == 2  # whether "Ada Brenn" survived, per policy
     table = app.dataframe[0].value
-    assert list(table["run"]) == ["A · sliding", "B · counter_causal_fast"] and (table["refreshes"] > 3).all()
+    assert list(table["run"]) == ["A · Sliding window", "B · Counter-causal surprise (fast) · by clause"]
+    assert list(table["policy"])[0] == "sliding" and (table["refreshes"] > 3).all()  # the exact spelling beside
     assert [b.proto.label for b in app.get("download_button")] == ["Download all figures (HTML report)"]
     # one policy by token and by word, side by side: each run has its own unit
     app.selectbox(key="cmp.p0").set_value("counter_causal_fast").run()
@@ -340,15 +341,18 @@ def test_compare_page_runs_policies_side_by_side(app):
     settle(app.button(key="btn.compare").click().run())
     assert not app.exception and not app.error
     assert list(app.dataframe[0].value["run"]) == [
-        "A · counter_causal_fast",
-        "B · counter_causal_fast by sentence (max)",
+        "A · Counter-causal surprise (fast) · by clause",
+        "B · Counter-causal surprise (fast) · by sentence",
     ]
     # one policy under uniform and pyramid allocation, side by side, one layer at a time
     app.button_group(key="cmp.p1.granularity").set_value("default").run()
     app.button_group(key="cmp.p1.allocation").set_value("pyramid").run()
     settle(app.button(key="btn.compare").click().run())
     assert not app.exception and not app.error
-    assert list(app.dataframe[0].value["run"]) == ["A · counter_causal_fast", "B · counter_causal_fast, pyramid"]
+    assert list(app.dataframe[0].value["run"]) == [
+        "A · Counter-causal surprise (fast) · by clause",
+        "B · Counter-causal surprise (fast) · pyramid allocation",
+    ]
     app.select_slider(key="compare.layer").set_value(1).run()
     side_by_side = json.loads(charts(app)[0].proto.spec)
     widths = [int(d["z"]["shape"].split(",")[1]) for d in side_by_side["data"]]
@@ -466,7 +470,10 @@ def test_compare_page_lists_per_policy_what_the_full_answer_read_that_it_evicted
     assert not app.exception and not app.error
     done = app.session_state["done.compare"]
     assert len(done.tasks) == 3 and isinstance(done.tasks[2], FullCacheTask)
-    assert list(app.dataframe[0].value["run"]) == ["A · sliding", "B · counter_causal_fast"]  # the runs only
+    assert list(app.dataframe[0].value["run"]) == [  # the runs only
+        "A · Sliding window",
+        "B · Counter-causal surprise (fast) · by clause",
+    ]
     tables = [d.value for d in app.dataframe if "rank in the full answer's reads" in d.value]
     expected = [missed_reads(trace, done.results[2]) for trace in done.results[:2]]
     assert [t["t"].tolist() for t in tables] == [[m.position for m in e] for e in expected if e]

@@ -160,11 +160,13 @@ def test_paste_run_and_compare(app_url, tmp_path):
 
 
 def test_the_clinical_samples_question_is_asked_apart_and_kept(app_url, tmp_path):
-    """Picking the clinical record fills the Question box with its question; the run's trace (downloaded from
-    the page) holds that question after the document, from its question_start on, kept out of eviction."""
+    """Picking the clinical record fills the Question box with its question and the Expected answer box with
+    its answer; the run's trace (downloaded from the page) holds that question after the document, from its
+    question_start on, kept out of eviction, and the run opens with its verdict line."""
     from playwright.sync_api import expect, sync_playwright
 
     from ccviz import Trace
+    from ccviz.explain import run_verdict
     from ccviz.ui.samples import load_samples
 
     sample = next(s for s in load_samples() if "Clinical" in s.title)
@@ -176,6 +178,7 @@ def test_the_clinical_samples_question_is_asked_apart_and_kept(app_url, tmp_path
             page.get_by_role("option", name=sample.title, exact=True).click()
             idle(page)
             expect(page.get_by_role("textbox", name="Question (optional)")).to_have_value(sample.question or "")
+            expect(page.get_by_role("textbox", name="Expected answer (optional)")).to_have_value(sample.answer or "")
             set_number(page, "Max new tokens", 4)  # the prefill decides what is kept
             page.get_by_role("button", name="Run", exact=True).click()
             page.wait_for_selector(FINAL_VIEW, timeout=RUN_TIMEOUT_MS)
@@ -192,6 +195,16 @@ def test_the_clinical_samples_question_is_asked_apart_and_kept(app_url, tmp_path
             assert list(trace.kept_question) == list(range(trace.question_start, trace.prompt_length))
             assert (trace.eviction_refreshes()[list(trace.kept_question)] == -1).all()  # never evicted
             assert "question kept" in page.locator(".js-plotly-plot .gtitle").first.text_content()
+            verdict = run_verdict(trace, sample.answer)
+            e = verdict.eviction
+            said = (
+                verdict.head
+                if verdict.answered
+                else "was kept, yet"
+                if e is None
+                else f"evicted at refresh {e.refresh} ("
+            )
+            expect(page.locator("p", has_text=verdict.head).first).to_contain_text(said)
 
 
 # Every token of the answer-read view, in order: its text and whether it is struck (evicted, unreadable).

@@ -132,6 +132,25 @@ def test_run_passes_the_question_through_and_says_it_was_kept(tmp_path, capsys):
     assert Trace.load(out).kept_question == range(0)
 
 
+def test_run_with_expect_prints_the_verdict_and_the_command_that_explains_it(tmp_path, capsys):
+    from ccviz.cli import main
+    from ccviz.explain import run_verdict
+
+    out = tmp_path / "expect.json"
+    document = "The archive room's door code is 7193. " + "The committee met and talked. " * 12
+    common = ["run", "--model", "tiny-random", "--prompt", document, "--policy", "sliding", "--cache-size", "8"]
+    assert main([*common, "--max-new-tokens", "3", "--expect", "7193", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out.split("---\n", 1)[1].splitlines()
+    verdict = run_verdict(Trace.load(out), "7193")
+    e = verdict.eviction
+    assert verdict.fate == "evicted" and "full cache" not in printed[0]  # the CLI runs no full cache
+    command = f"python -m ccviz explain {out} --refresh {e.refresh} --token {e.position}"
+    assert printed[0] == f"{verdict.text} Explain that refresh: {command}"
+    assert printed[1] == "Sliding window · J = 8" and printed[2].startswith("policy sliding · J=8 · h=2")  # title, spec
+    assert main([*common, "--max-new-tokens", "1"]) == 0
+    assert "Answered" not in capsys.readouterr().out  # no --expect, no verdict
+
+
 def test_run_under_a_pyramid_says_what_each_layer_holds(tmp_path, capsys):
     from ccviz.cli import main
 
@@ -216,6 +235,7 @@ def test_run_under_a_pyramid_says_what_each_layer_holds(tmp_path, capsys):
             ["--prompt", "hi", "--question", "a", "--question-file", "q.txt", "--policy", "full", "--cache-size", "8"],
             "not allowed with argument",
         ),
+        (["--prompt", "hi", "--expect", " ?! ", "--policy", "full", "--cache-size", "8"], "holds no word to look for"),
     ],
     ids=[
         "empty",
@@ -233,6 +253,7 @@ def test_run_under_a_pyramid_says_what_each_layer_holds(tmp_path, capsys):
         "blank-question",
         "question-file",
         "two-questions",
+        "blank-expect",
     ],
 )
 def test_bad_input_gives_one_line_error(args, message, capsys):

@@ -1,5 +1,6 @@
 """Figure and HTML builders, checked against hand-made traces whose answers are known."""
 
+import html
 import math
 from html.parser import HTMLParser
 
@@ -410,7 +411,8 @@ def test_the_html_report_is_self_contained_and_holds_every_run_and_figure():
         hostile, {"Retention heatmap": retention_heatmap(hostile)}, {"What survives": survival_html(hostile)}, "a run"
     )
     assert one.count("Plotly.newPlot(") == 1 and "<script src" not in one  # plotly.js inline, nothing fetched
-    assert "<h2>Settings</h2>" in one and "<h2>Generated text</h2>" in one and "alert(1)</script>" not in one
+    assert f"<h2>Settings: {html.escape(hostile.run_config.title())}</h2>" in one  # one run: named by its title
+    assert "<h2>Generated text</h2>" in one and "alert(1)</script>" not in one
     other = _trace()
     other.config = {**other.config, "policy": "sliding"}
     pair = report_html(

@@ -5,7 +5,8 @@ from its flags, what the app's jobs use as their result-cache key, and (resolved
 concrete) what a trace records as its ``config``, so a saved trace can be re-run exactly:
 ``RunConfig.from_trace(trace)`` (``trace.run_config``). Field rules live in the field declarations
 (:mod:`ccviz.fields`); the app's widgets read their bounds from there too. :meth:`RunConfig.describe`
-is how every place (the CLI, the app's labels and headings, the run tables) names a run.
+is the exact spelling of a run (the CLI, the app's labels, the run tables); :meth:`RunConfig.title` the
+same run in plain words for headings: the policy's human name and only what differs from its defaults.
 """
 
 from __future__ import annotations
@@ -173,6 +174,60 @@ class RunConfig:
             text += f", {verb} {', '.join(map(repr, phrases))}" if phrases else ""
         return text if self.protect_question else text + ", question evictable"
 
+    def title(self, budget: bool = True) -> str:
+        """The run in plain words, for headings: the policy's human name (``Policy.title``) and only what
+        differs from its defaults, then the budget: ``Counter-causal surprise (fast) · smooth = 3 · by clause ·
+        pinning 'x' · J = 128``. Shown: options off their dataclass default (one that another shown option
+        implies, as ``paper`` implies its score, is left out), the unit kept whole when it is more than a token
+        (and single tokens when the policy's own unit is another), a pool or left context other than the
+        policy's own, an allocation other than uniform, pins and drops, an evictable question; with ``budget``,
+        J and any h or recent off its default. :meth:`describe` stays the exact spelling."""
+        kind = self.policy_type()
+        policy = _built(kind, self.options)
+        parts = [kind.human_name() if kind else self.policy, *_option_words(kind, self.options)]
+        parts += self._unit_words(policy)
+        if self.allocation != "uniform":
+            beta = "" if self.pyramid_beta == _DEFAULTS["pyramid_beta"] else f" (β = {self.pyramid_beta:g})"
+            parts.append(f"{self.allocation} allocation" + (beta if self.allocation == "pyramid" else ""))
+        parts += [f"pinning {p!r}" for p in self.pin] + [f"dropping {p!r}" for p in self.drop]
+        parts += [] if self.protect_question else ["question evictable"]
+        if budget:
+            parts += [f"J = {self.cache_size}", *self._budget_words(policy)]
+        return " · ".join(parts)
+
+    def _unit_words(self, policy: Policy | None) -> list[str]:
+        """The title's words for the unit kept whole (single tokens: only when the policy's own unit is another),
+        a pool, left context or sentence share other than the policy's own."""
+        own, own_context = run_unit(policy, None, self.allocation, None) if policy else (None, None)
+        unit = self.granularity or own
+        words = []
+        if unit not in (None, "token"):  # whole units are shown even as the policy's own: they shape what it keeps
+            words.append(f"by {unit}" + ("" if self.pool == _DEFAULTS["pool"] else f" ({self.pool})"))
+        elif unit == "token" and own not in (None, "token"):
+            words.append("by token")
+        if self.left_context is not None and self.left_context != (own_context if unit == own else 0):
+            words.append(f"{self.left_context} word{'' if self.left_context == 1 else 's'} of left context")
+        return words + ([f"{self.sentence_share:.0%} to whole sentences first"] if self.sentence_share else [])
+
+    def _budget_words(self, policy: Policy | None) -> list[str]:
+        """h and recent, where they differ from their defaults (J/4, the policy's own recent window)."""
+        words = []
+        if self.chunk_size is not None and self.chunk_size != max(self.cache_size // 4, 1):
+            words.append(f"h = {self.chunk_size}")
+        if self.recent is not None and (policy is None or self.recent != policy.default_recent(self.cache_size)):
+            words.append(f"recent = {self.recent}")
+        return words
+
+    def policy_type(self) -> type[Policy] | None:
+        """The class of this run's policy when this installation has it (registered, or importable from
+        ``policy_class``); None otherwise, as for a trace of a plugin that is not installed here."""
+        if self.policy_class is None:
+            return POLICIES.get(self.policy)
+        try:
+            return _import_policy(self.policy_class, self.policy)
+        except CcvizError:
+            return None
+
     def describe_budget(self) -> str:
         """The budget in words, next to :meth:`describe`: ``J=64 · h=16 · frozen=3 · recent=0`` (and
         pyramid's beta); a default not yet resolved shows as ``default``."""
@@ -270,6 +325,33 @@ class RunConfig:
 
 
 _BEFORE_UNITS = {"granularity": "token", "left_context": 0}  # what a trace from before they were recorded ran
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(RunConfig)}
+
+
+def _built(kind: type[Policy] | None, options: Mapping[str, Any]) -> Policy | None:
+    """The policy with ``options``, for its own unit and recent window; None when it cannot be built here."""
+    try:
+        return None if kind is None else make_policy(kind, **options)
+    except CcvizError:
+        return None
+
+
+def _option_words(kind: type[Policy] | None, options: Mapping[str, Any]) -> list[str]:
+    """``smooth = 3``, ``paper``, ``history off``: the options off their dataclass default, less those the others
+    imply (``paper`` sets the score it fixes). Without the class, whose defaults are unknown here: every option."""
+    fields = {f.name: f.default for f in dataclasses.fields(kind)} if kind is not None else {}
+    changed = {k: v for k, v in options.items() if kind is None or fields.get(k, dataclasses.MISSING) != v}
+    implied = {k for k, v in changed.items() if _option_of(kind, {n: w for n, w in changed.items() if n != k}, k) == v}
+    shown = {k: v for k, v in changed.items() if k not in implied}
+    if implied and any(_option_of(kind, shown, k) != v for k, v in changed.items()):
+        shown = changed  # the options left do not rebuild the run's: name every changed one
+    return [k if v is True else f"{k} off" if v is False else f"{k} = {v}" for k, v in shown.items()]
+
+
+def _option_of(kind: type[Policy] | None, options: Mapping[str, Any], name: str) -> Any:
+    """Option ``name`` of the policy built with ``options`` (a sentinel when it cannot be built)."""
+    policy = _built(kind, options)
+    return dataclasses.MISSING if policy is None else getattr(policy, name, dataclasses.MISSING)
 
 
 def settings_names() -> tuple[str, ...]:

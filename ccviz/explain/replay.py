@@ -20,24 +20,15 @@ import torch
 from ..capture import decoder_layers
 from ..choices import SURPRISE_SCORES
 from ..engine import CacheSession, RunConfig
-from ..engine.survivors import first_protected_unit
-from ..engine.units import pool_scores
 from ..errors import CcvizError
 from ..models import LoadedModel
 from ..policies import CounterCausalFast, Policy
 from ..scoring import causal_weights_received, counter_causal_weights
 from ..trace import Cycle, Trace
 from .explanation import Explanation, explain_without_replay
+from .ranking import descending_rank, rank_candidate
 
 SCORE_TOLERANCE = 1e-4  # relative: the replayed scores against the trace's (JSON keeps float64 of float32)
-
-
-def descending_rank(values: torch.Tensor, index: int) -> int:
-    """1-based rank of ``values[index]``, highest first; among equal values the later entry ranks first,
-    as every selection in ccviz breaks ties."""
-    v = values[index]
-    later = torch.arange(values.numel()) > index
-    return 1 + int((values > v).sum()) + int(((values == v) & later).sum())
 
 
 def _surprise_policy(policy: Policy) -> Policy:
@@ -52,35 +43,11 @@ def _reason(
     session: CacheSession, score: torch.Tensor, units: torch.Tensor | None, row: int, kept: bool
 ) -> tuple[str, int | None]:
     """The rule that decided, in words, and the rank that went with it (None when no rank decided)."""
-    config, policy = session.config, session.policy
-    n, J, R = score.numel(), config.cache_size, min(config.recent, config.cache_size)
-    verdict = "kept" if kept else "evicted"
+    policy = session.policy
     if not policy.evicts:
         return f"{policy.name} never evicts: every token stays.", None
-    if n <= J:
-        return f"The cache held {n} candidates, no more than J = {J}: this refresh evicted nothing.", None
-    if units is None:
-        if row >= n - R:
-            return f"One of the last R = {R} entries, which every refresh keeps.", None
-        head = n - R
-        rank = descending_rank(score[:head], row)
-        return (
-            f"Ranked {rank} of the {head} older candidates by {policy.signal}; the best J − R = {J - R} are kept: "
-            f"{verdict}."
-        ), rank
-    unit, first = int(units[row]), first_protected_unit(units, J, R)
-    what = config.granularity
-    if unit >= first:
-        return (
-            f"Its {what} is protected: the last R = {R} entries, extended to whole {what}s, and the last {what} "
-            "are always kept."
-        ), None
-    pooled = pool_scores(score, units, config.pool)[:first]
-    rank = descending_rank(pooled, unit)
-    return (
-        f"Its {what} (unit {unit}, {config.pool} score {float(pooled[unit]):.4g}) ranked {rank} of the "
-        f"{first} older {what}s; whole {what}s are kept best first while they fit in J: {verdict}."
-    ), rank
+    ranking = rank_candidate(score, units, session.config, row)
+    return ranking.reason(policy.signal, kept), ranking.rank
 
 
 def _explain_here(session: CacheSession, cycle: Cycle, refresh: int, t: int, text: str) -> Explanation:

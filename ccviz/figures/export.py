@@ -2,7 +2,8 @@
 
 The app draws every chart with :func:`slide_ready` applied, so what a user sees is what the toolbar's
 camera saves (PNG or SVG, :data:`IMAGE_FORMATS`). :func:`report_html` writes one self-contained page
-of a run or a comparison (plotly.js inline, no network): the settings, every figure given, with
+of a run or a comparison (plotly.js inline, no network): the settings (under each run's title,
+:meth:`ccviz.RunConfig.title`; the exact spelling in the table), every figure given, with
 buttons for PNG and SVG on each, and the token views; it opens from disk in any browser, years later.
 """
 
@@ -82,7 +83,8 @@ def report_html(
     settings, outputs = [], []
     for label, run in runs.items():
         suffix = f": {html.escape(label)}" if label else ""
-        settings += [f"<h2>Settings{suffix}</h2>", _settings_table(run)]
+        named = f": {html.escape(label or run.run_config.title())}"  # one run: its title names it
+        settings += [f"<h2>Settings{named}</h2>", _settings_table(run)]
         outputs += [
             f"<h2>Generated text{suffix}</h2>",
             f"<pre style='white-space:pre-wrap'>{html.escape(run.output_text or '(nothing was generated)')}</pre>",

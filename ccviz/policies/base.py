@@ -20,7 +20,8 @@ from ..fields import Validated
 
 @dataclass
 class Policy(Validated):
-    """Base class. Subclasses set ``name``, ``summary`` and ``signal`` and implement :meth:`score_candidates`.
+    """Base class. Subclasses set ``name``, ``summary`` and ``signal`` (and ``title``, the name people read in
+    headings) and implement :meth:`score_candidates`.
 
     (The method is not called ``score`` because ``score`` is an option name of the counter-causal policies.)
 
@@ -31,6 +32,7 @@ class Policy(Validated):
 
     name: ClassVar[str]
     summary: ClassVar[str]
+    title: ClassVar[str | None] = None  # the policy's name in headings ("Sliding window"); None: ``name``
     signal: ClassVar[str | None] = None  # name of the score in the trace; None: the policy never scores
     evicts: ClassVar[bool] = True
     needs_hidden: ClassVar[bool] = False  # store H^(L-1) next to the cache (see residual_layers for other layers)
@@ -46,6 +48,12 @@ class Policy(Validated):
     # Options whose default has changed since results were pinned with them: the value a recorded meaning that
     # does not name one was measured at (ccviz.bench.specs.PolicySpec.means, scripts/bench/relabel.py).
     former_defaults: ClassVar[dict[str, Any]] = {}
+
+    @classmethod
+    def human_name(cls) -> str:
+        """The ``title`` this class sets itself, else its ``name``: a subclass registered under another name (a
+        plugin's variant of a policy) is not called by its parent's title."""
+        return cls.__dict__.get("title") or cls.name
 
     def unit_defaults(self) -> tuple[Granularity, int]:
         """The unit this policy keeps whole and (word units) the left context, when the run does not say:

@@ -139,6 +139,7 @@ class CounterCausal(_CounterCausalBase):
     """
 
     name = "counter_causal"
+    title = "Counter-causal surprise"
     summary = "counter-causal surprise, all layers (the paper's method, scored by log-probability, by word)"
     variant: ClassVar[str] = "full"
     default_granularity: ClassVar[Granularity] = "word"
@@ -158,6 +159,7 @@ class CounterCausalFast(_CounterCausalBase):
     """
 
     name = "counter_causal_fast"
+    title = "Counter-causal surprise (fast)"
     summary = "counter-causal surprise, last layer only from stored H^(L-1) (fast variant, by clause)"
     variant: ClassVar[str] = "fast"
     needs_hidden = True

@@ -43,6 +43,7 @@ class ExpectedAttention(Policy):
     """
 
     name = "expected_attention"
+    title = "Expected attention"
     summary = "Expected attention: attention future queries are expected to pay, from recent query statistics"
     signal = "expected_attention"
     head_scores = True

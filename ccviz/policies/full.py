@@ -8,5 +8,6 @@ class Full(Policy):
     """The reference ceiling: nothing is ever evicted."""
 
     name = "full"
+    title = "Full cache"
     summary = "full cache, never evicts (the quality ceiling)"
     evicts = False

@@ -23,6 +23,7 @@ class H2O(Policy):
     """
 
     name = "h2o"
+    title = "H2O heavy hitters"
     summary = "H2O heavy hitters: attention accumulated over every query and layer (recent J/2)"
     signal = "h2o_accumulated"
     attention = AttentionNeed(layers="all", queries="all")

@@ -16,6 +16,7 @@ class ImportanceKeyProxy(Policy):
     """
 
     name = "importance_keyproxy"
+    title = "Importance (key proxy)"
     summary = "reference code's importance proxy: last-layer key-to-key similarity with the newest key"
     signal = "key_similarity"
 

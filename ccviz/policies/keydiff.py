@@ -24,6 +24,7 @@ class KeyDiff(Policy):
     """
 
     name = "keydiff"
+    title = "KeyDiff"
     summary = "KeyDiff: keys least like the mean key (negative cosine), every layer and head"
     signal = "key_diversity"
     head_scores = True

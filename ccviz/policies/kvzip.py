@@ -49,6 +49,7 @@ class KVzip(Policy):
     """
 
     name = "kvzip"
+    title = "KVzip"
     summary = "KVzip: attention each entry receives while the model repeats the cached context"
     signal = "kvzip"
     head_scores = True

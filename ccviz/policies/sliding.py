@@ -11,6 +11,7 @@ class Sliding(Policy):
     """Keep the J most recent entries (plus the frozen prefix): score = original position."""
 
     name = "sliding"
+    title = "Sliding window"
     summary = "sliding window: keeps the most recent J tokens"
     signal = "recency"
 

@@ -22,6 +22,7 @@ class SnapKV(Policy):
     """
 
     name = "snapkv"
+    title = "SnapKV"
     summary = "SnapKV: last-layer attention from the newest w queries, average-pooled"
     signal = "snapkv"
     attention = AttentionNeed(layers="last", queries="all")

@@ -8,5 +8,6 @@ class StreamingLLM(Sliding):
     """StreamingLLM: a sliding window plus attention sinks (the first 4 tokens are always frozen)."""
 
     name = "streaming_llm"
+    title = "StreamingLLM"
     summary = "StreamingLLM: sliding window plus the first 4 tokens as attention sinks"
     sinks = 4

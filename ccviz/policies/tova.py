@@ -17,6 +17,7 @@ class Tova(Policy):
     """
 
     name = "tova"
+    title = "TOVA"
     summary = "TOVA / importance: last-layer attention from the newest query"
     signal = "attention_last"
     attention = AttentionNeed(layers="last", queries="latest")

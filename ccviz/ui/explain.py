@@ -95,6 +95,16 @@ def _open_refresh(state_key: str, refresh: int) -> None:
     st.session_state[state_key] = refresh
 
 
+def open_explanation(key: str, refresh: int, position: int) -> None:
+    """A button's callback (it runs before the rerun, so it may set widgets' values): :func:`explain_section`
+    of ``key``, with the page's refresh slider, turns to token ``position`` at refresh ``refresh`` and explains
+    it at once."""
+    st.session_state[refresh_slider(key)] = refresh
+    st.session_state[f"{key}.find"] = ""
+    st.session_state[f"{key}.t"] = position
+    st.session_state[f"{key}.explain_now"] = True
+
+
 def explanation_view(e: Explanation, trace: Trace, key: str, refresh_key: str | None = None) -> None:
     """The verdict and its reason, the numbers, and the attention behind them. ``refresh_key``: the state of the
     widget that picks the refresh; a token evicted earlier then gets a button that opens the refresh that did it."""
@@ -150,7 +160,8 @@ def explain_section(trace: Trace, key: str, refresh: int | None = None) -> None:
         task
     )  # no candidate then: the trace says why
     page = f"{key}.explain"
-    done = run_controls(page, "Explain", lambda _: [task]) if ready is None else None
+    start = st.session_state.pop(f"{key}.explain_now", False)  # opened by open_explanation
+    done = run_controls(page, "Explain", lambda _: [task], start=start) if ready is None else None
     if ready is None and done is not None and done.tasks[0] == task:
         ready = done.results[0]
     if ready is not None:

@@ -54,7 +54,7 @@ def full_cache_view(trace: Trace, full: Trace, missed: Sequence[MissedRead]) -> 
     """Both answers side by side, and the entries the full cache's answer read that this run evicted."""
     st.subheader("Beside the full cache")
     left, right = st.columns(2)
-    left.markdown(f"**This run** ({trace.run_config.describe()})")
+    left.markdown(f"**This run** ({trace.run_config.title()})")
     with left:
         output_block(trace.output_text)
     right.markdown("**The full cache** (nothing evicted)")

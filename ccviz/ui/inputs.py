@@ -31,7 +31,7 @@ from .links import (
 )
 from .needle_sample import NEEDLE_KEY, needle_generator, needle_loaded
 from .options import option_specs
-from .question import QUESTION_KEY
+from .question import EXPECT_KEY, QUESTION_KEY
 from .samples import Sample, load_samples
 from .uploads import decode_document
 
@@ -57,6 +57,7 @@ def _load_sample() -> None:
     st.session_state["doc.text"] = sample.text
     st.session_state["doc.chat"] = sample.chat
     st.session_state[QUESTION_KEY] = sample.question or ""
+    st.session_state[EXPECT_KEY] = sample.answer or ""
     st.session_state.pop(NEEDLE_KEY, None)
     st.session_state["run.max_new"] = sample.max_new_tokens
     st.session_state["cmp.max_new"] = sample.max_new_tokens

@@ -18,7 +18,7 @@ from ..errors import CcvizError
 from ..models import load_tokenizer
 from .limits import max_tokens
 from .model_picker import chosen_source
-from .question import QUESTION_KEY
+from .question import EXPECT_KEY, QUESTION_KEY
 
 NEEDLE_KEY = "doc.needle"  # the generated needle's sentence, while the text box still holds its document
 BUDGET = NeedleSettings().budgets[0]
@@ -64,6 +64,7 @@ def _generate() -> None:
         state[f"{page}.max_new"] = case.max_new_tokens
         state[f"{page}.J"], state[f"{page}.h"] = cache_size, None
     state["cmp.phrase"] = case.answers[0]
+    state[EXPECT_KEY] = case.answers[0] if len(case.answers) == 1 else ""  # one verdict line looks for one answer
     share = budget_text(BUDGET, "{:.0%} of the document")
     state["needle.loaded"] = (
         f"Loaded: {TASK_LABELS[task]}, {token_count(tokenizer, case.prompt)} tokens, the question "

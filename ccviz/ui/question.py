@@ -1,5 +1,6 @@
 """The question asked apart from the document: the Question box, the hint that splits a question off the
-document's end, and the toggle that keeps it out of eviction.
+document's end, and the toggle that keeps it out of eviction; and the Expected answer box, whose text the
+verdict on each run looks for (:func:`ccviz.explain.run_verdict`).
 
 A question asked apart joins the document in the same user turn (:func:`ccviz.prompts.join_question`):
 the model reads what it would read had both been pasted together. What changes is that the run knows
@@ -16,6 +17,7 @@ import streamlit as st
 from .links import QUESTION_PARAM, as_bool, link_problems, link_text, linked, linked_text
 
 QUESTION_KEY = "doc.question"  # shared by every page with a Question box, like the document's "doc.text"
+EXPECT_KEY = "doc.expect"  # the Expected answer box, shared the same way
 PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
 
 
@@ -58,6 +60,22 @@ def question_input(document: str) -> str | None:
         left.caption(":material/lightbulb: The document ends with a question: asked apart, it can be kept.")
         right.button("Move it to the Question box", key="doc.split_question", on_click=_split_off)
     return question or None
+
+
+def expected_answer_input() -> str | None:
+    """The Expected answer box (None when blank): each run then opens with its verdict. It changes no run."""
+    answer = st.text_input(
+        "Expected answer (optional)",
+        value=linked(EXPECT_KEY, ""),
+        key=EXPECT_KEY,
+        persist_state="session",
+        placeholder="e.g. amoxicillin",
+        help="What a right answer contains. Each run then opens with one line: answered or not (the answer's words "
+        "in the output, in order, case ignored), whether the full cache answers, and, when the run did not, "
+        "whether its policy evicted the answer from the document, at which refresh and why. Samples fill it. "
+        "Changing it runs nothing again.",
+    )
+    return answer if answer.strip() else None
 
 
 def keep_question_input(prefix: str) -> bool:

@@ -1,4 +1,5 @@
-"""The sample documents shipped in ``assets/samples`` (listed, with their key phrase and question, in index.json)."""
+"""The sample documents shipped in ``assets/samples`` (listed, with their key phrase, question and expected answer,
+in index.json)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ class Sample:
     chat: bool
     max_new_tokens: int
     question: str | None = None  # asked apart from the document (the Question box); None: the sample has none
+    answer: str | None = None  # the expected answer (the Expected answer box): the run's verdict looks for it
 
 
 def load_samples(folder: Path = SAMPLES_DIR) -> list[Sample]:
@@ -30,6 +32,7 @@ def load_samples(folder: Path = SAMPLES_DIR) -> list[Sample]:
             chat=bool(entry["chat"]),
             max_new_tokens=int(entry["max_new_tokens"]),
             question=entry.get("question"),
+            answer=entry.get("answer"),
         )
         for entry in entries
     ]

@@ -102,7 +102,7 @@ def _remember(page: str, job: Job) -> None:
     for task, result in zip(job.tasks, job.results):
         if isinstance(task, RunTask) and isinstance(result, Trace):
             number = st.session_state["history.count"] = st.session_state.get("history.count", 0) + 1
-            history[f"#{number} {stamp} · {page} · {task.label} · J={task.config.cache_size}"] = result
+            history[f"#{number} {stamp} · {page} · {result.run_config.title()}"] = result
     while len(history) > HISTORY_SIZE:
         history.popitem(last=False)
 
@@ -159,7 +159,11 @@ def show_job_messages(job: Job) -> None:
 
 
 def run_controls(
-    page: str, label: str, make_tasks: Callable[[ModelInfo], list], live_view: LiveView | None = None
+    page: str,
+    label: str,
+    make_tasks: Callable[[ModelInfo], list],
+    live_view: LiveView | None = None,
+    start: bool = False,
 ) -> Job | None:
     """The page's run button, progress and messages; returns the page's last finished job.
 
@@ -170,19 +174,17 @@ def run_controls(
     :class:`RunTask` is validated by the model worker (model and app token limits included) before
     anything starts, and a problem is shown as one message with nothing run; a task whose model the
     worker does not hold is validated once it has switched to it, before it runs. The button is
-    disabled while the page's job runs or the session's model loads.
+    disabled while the page's job runs or the session's model loads. ``start``: start as if it were clicked
+    (another control asked for this result), when it could be.
     """
     job = running_job(page)
     worker = app_worker()
     model = session_model()
-    if st.button(
-        label,
-        type="primary",
-        disabled=job is not None or model.blocked is not None,
-        key=f"btn.{page}",
-        icon=":material/play_arrow:",
-        help=model.blocked,
-    ):
+    blocked = job is not None or model.blocked is not None
+    clicked = st.button(
+        label, type="primary", disabled=blocked, key=f"btn.{page}", icon=":material/play_arrow:", help=model.blocked
+    )
+    if clicked or (start and not blocked):
         try:
             if model.blocked is not None:
                 raise CcvizError(model.blocked)

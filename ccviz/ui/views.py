@@ -142,13 +142,20 @@ def status_notes(trace: Trace) -> None:
         st.error(f"The run failed part-way: {trace.error}. The refreshes completed before it are shown.")
 
 
-def summary_metrics(trace: Trace) -> None:
+def summary_metrics(trace: Trace, verdict: Callable[[], None] | None = None) -> None:
+    """The run's heading in plain words (``RunConfig.title``), ``verdict`` (its one line, drawn under the
+    heading), the exact settings behind an expander, and the sizes and times."""
     s, run = run_summary(trace), trace.run_config
-    st.markdown(f"#### {s['policy']}")
+    st.markdown(f"#### {run.title()}")
     mode = "chat" if run.chat else "raw"
     question = question_words(trace)
     asked = f" · {question}" if question else ""
     st.caption(f"{run.describe_budget()} · {mode}{asked} · {trace.config.get('model')} · {trace.status}")
+    if verdict is not None:
+        verdict()
+    with st.expander("Exact settings"):
+        st.markdown(f"`{s['policy']}` · {run.describe_budget()}")
+        st.json(trace.config, expanded=False)
     cols = st.columns(5)
     cols[0].metric("Prompt tokens", s["prompt tokens"])
     cols[1].metric("Generated", s["generated"], help=f"stopped by: {trace.stop_reason or 'n/a'}")
@@ -165,13 +172,20 @@ def summary_metrics(trace: Trace) -> None:
     )
 
 
-def retention_view(trace: Trace, key: str, needle: str | None = None, missed: Sequence[int] = ()) -> None:
+def retention_view(
+    trace: Trace,
+    key: str,
+    needle: str | None = None,
+    missed: Sequence[int] = (),
+    verdict: Callable[[], None] | None = None,
+) -> None:
     """Figure 4 for one run: the heatmap, a refresh slider with the kept/evicted tokens, the output.
 
     ``needle``: a sentence of the prompt to follow (the needle generator's), marked in the token view;
-    ``missed``: timesteps the full cache's answer read that this run evicted, dashed there."""
+    ``missed``: timesteps the full cache's answer read that this run evicted, dashed there; ``verdict``:
+    draws the run's verdict line under its heading, before the heatmap."""
     status_notes(trace)
-    summary_metrics(trace)
+    summary_metrics(trace, verdict)
     marked = needle_badge(trace, needle) if needle else []
     recorded = signals(trace)
     layers, heads = per_layer(trace)
@@ -251,7 +265,7 @@ def download_report(trace: Trace, colour: str = "timestep", signal: str | None =
         views = {"What survives": survival_html(trace)}
         if trace.cycles:
             views[f"Refresh {len(trace.cycles) - 1} in context"] = cycle_context_html(trace, len(trace.cycles) - 1)
-        return report_html(trace, figures, views, title=f"ccviz run: {run_summary(trace)['policy']}")
+        return report_html(trace, figures, views, title=f"ccviz run: {trace.run_config.title()}")
 
     st.download_button(
         "Download all figures (HTML report)",
