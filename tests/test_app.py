@@ -271,7 +271,9 @@ def test_the_needle_generator_loads_one_map_cell_and_the_run_marks_the_needle(ap
     app.button(key="needle.generate").click().run()
     assert not app.exception and not app.error
     case = make_haystack_case(load_tokenizer("tiny-random"), "needle", 500, 0.3, kind="identifier")
-    assert app.text_area(key="doc.text").value == case.prompt  # the harness's own case, in the text box
+    document, question = case.prompt[: case.question_start].rstrip(), case.prompt[case.question_start :]
+    assert app.text_area(key="doc.text").value == document  # the harness's own case: its document in the text box
+    assert app.text_area(key="doc.question").value == question  # and its question asked apart, as the map asks it
     assert app.toggle(key="doc.chat").value and app.number_input(key="run.max_new").value == case.max_new_tokens
     assert case.answers[0] in app.success[0].value and "J = " in app.success[0].value
     doc_tokens = int(app.number_input(key="run.J").value)

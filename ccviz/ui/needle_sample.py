@@ -56,10 +56,10 @@ def _generate() -> None:
     except CcvizError as err:
         state["doc.error"] = f"Could not generate the needle document: {err}"
         return
-    doc_tokens = prepare(tokenizer, case.prompt, case.question_start, case.required).doc_tokens
-    cache_size = cache_size_for(BUDGET, doc_tokens)  # as the map's cell measures it
-    state["doc.text"], state["doc.chat"], state[NEEDLE_KEY] = case.prompt, True, case.target
-    state[QUESTION_KEY] = ""  # the generated document ends with its own question, as the map's cells ask it
+    prepared = prepare(tokenizer, case.prompt, case.question_start, case.required)
+    cache_size = cache_size_for(BUDGET, prepared.doc_tokens)  # as the map's cell measures it
+    state["doc.text"], state["doc.chat"], state[NEEDLE_KEY] = prepared.document, True, case.target
+    state[QUESTION_KEY] = prepared.question  # asked apart, as the map's cells ask it
     for page in ("run", "cmp"):
         state[f"{page}.max_new"] = case.max_new_tokens
         state[f"{page}.J"], state[f"{page}.h"] = cache_size, None
