@@ -13,6 +13,7 @@ ensure_app_frame()  # a fresh server's first run goes through st.navigation, not
 st.set_page_config(page_title="ccviz: KV-cache eviction lab", page_icon="🧠", layout="wide")
 
 pages = [
+    st.Page("pages/lesson.py", title="Lesson", icon=":material/school:"),  # first in the menu; Run stays the landing
     st.Page("pages/run.py", title="Run & retention", icon=":material/grid_on:", default=True),
     st.Page("pages/surprise.py", title="Surprise", icon=":material/highlight:"),
     st.Page("pages/compare.py", title="Compare", icon=":material/compare:"),

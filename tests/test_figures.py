@@ -27,6 +27,8 @@ from ccviz.figures import (
     split_sentences,
     survival_html,
 )
+from ccviz.figures.budget import cache_growth, cache_sizes
+from ccviz.figures.tokens import answer_html
 from ccviz.trace import Cycle, TokenRecord, Trace
 
 TEXTS = ["<sys>", "The", " key", " is", " <b>42</b>", ".", " Keep", " it", " & go", ".", " OK", "!"]
@@ -345,6 +347,35 @@ def test_cycle_context_shows_the_tokens_so_far_with_their_fate():
     assert fates[0] == "frozen"
     assert fates[2] == fates[4] == fates[7] == "kept by refresh 1"
     assert fates[1] == fates[3] == "evicted by this refresh"
+
+
+def test_token_views_cut_to_a_passage_say_so():
+    trace = _trace()
+    view = cycle_context_html(trace, 1, marked=[4], focus=range(3, 6), marked_as="the answer")
+    spans = _spans(view)
+    assert [text for text, _, _ in spans] == TEXTS[3:6] and "outline:2px solid" in spans[1][1]
+    assert ">the answer</span>" in view and "the needle" not in view
+    assert "Shown: tokens t=3 to 5 of 8." in cycle_context_html(trace, 1, focus=range(3, 6))
+    values = latest_scores(trace, "surprise")
+    assert [text for text, _, _ in _spans(highlight_html(trace, values, "surprise", range(-5, 2)))] == TEXTS[:2]
+    assert "Shown" not in highlight_html(trace, values, "surprise", range(0, 99))  # the whole text: no note
+
+
+def test_the_answer_is_highlighted_in_the_output_where_it_is_given():
+    trace = _trace()
+    spans = _spans(answer_html(trace, "ok"))  # the generated " OK", "!", case ignored
+    assert [text for text, _, _ in spans] == TEXTS[10:] and "background:#fff3bf" in spans[0][1]
+    assert "fff3bf" not in spans[1][1] and "highlighted where the output gives it" in answer_html(trace, "ok")
+    assert "not in the output" in answer_html(trace, "42")
+
+
+# ----- the cache's size ---------------------------------------------------------------------------
+def test_cache_sizes_climb_between_refreshes_and_drop_to_what_each_kept():
+    trace = _trace()  # refreshes after 4, 8 and 11 tokens keep 4 entries each; 12 tokens in all
+    assert cache_sizes(trace) == ([0, 4, 4, 8, 8, 11, 11, 12], [0, 4, 4, 8, 4, 7, 4, 5])
+    fig = cache_growth([("the full cache", Trace(config={}, tokens=trace.tokens)), ("J = 3", trace)], 3, frozen=1)
+    assert [list(line.y) for line in fig.data] == [[0, 12], [0, 4, 4, 8, 4, 7, 4, 5]]  # no refresh: every token
+    assert fig.layout.shapes[0].y0 == 4 and fig.layout.annotations[0].text == "J = 3 + 1 frozen"
 
 
 # ----- sentences ------------------------------------------------------------------------------

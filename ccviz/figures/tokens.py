@@ -14,6 +14,7 @@ from collections.abc import Collection, Sequence
 
 import numpy as np
 
+from ..phrases import phrase_mask
 from ..trace import Trace
 from .data import NEVER, eviction_cycles, frozen_count, piece, robust_range, visible_text
 
@@ -31,6 +32,7 @@ KEPT = "background:#d9f2df"
 LEGEND = "font-size:0.8rem;color:#555;margin-bottom:0.3rem"
 MARKED = "outline:2px solid #7048e8;outline-offset:-1px;border-radius:2px"  # a phrase being followed (a needle)
 MISSED = "outline:2px dashed #e8590c;outline-offset:-1px;border-radius:2px"  # evicted, read by the full cache
+ANSWER = "background:#fff3bf;outline:2px solid #e8a100;outline-offset:-1px;border-radius:2px"  # the expected answer
 
 
 def format_value(value: float) -> str:
@@ -69,6 +71,17 @@ def render_spans(texts: Sequence[str], styles: Sequence[str], titles: Sequence[s
     return f'{head}<div style="{CONTAINER}">{"".join(spans)}</div>'
 
 
+def shown_range(n: int, focus: range | None) -> range:
+    """The tokens a view draws of its ``n``: all, or those of ``focus`` (a passage around a fact, so it is
+    on screen without scrolling a long document)."""
+    return range(n) if focus is None else range(max(focus.start, 0), min(focus.stop, n))
+
+
+def passage_note(shown: range, n: int) -> str:
+    """The legend's words for a view cut to a passage (nothing when every token is drawn)."""
+    return "" if shown == range(n) else f" Shown: tokens t={shown.start} to {shown.stop - 1} of {n}."
+
+
 def _fate(trace: Trace, t: int, evicted_at: np.ndarray) -> str:
     if t < frozen_count(trace):
         return "frozen (never evicted)"
@@ -77,29 +90,32 @@ def _fate(trace: Trace, t: int, evicted_at: np.ndarray) -> str:
     return f"evicted at refresh {evicted_at[t]}"
 
 
-def highlight_html(trace: Trace, values: Sequence[float], signal: str) -> str:
-    """Every token shaded by ``values`` (one per token, NaN = not scored); survivors underlined."""
-    values = np.asarray(values, dtype=np.float64)
-    if values.shape != (len(trace.tokens),):
-        raise ValueError(f"need one value per token ({len(trace.tokens)}), got {values.shape}")
-    level = levels(values)
+def highlight_html(trace: Trace, values: Sequence[float] | np.ndarray, signal: str, focus: range | None = None) -> str:
+    """Every token shaded by ``values`` (one per token, NaN = not scored); survivors underlined. ``focus``: only
+    that passage (the shading's range is still the whole document's)."""
+    scores = np.asarray(values, dtype=np.float64)
+    if scores.shape != (len(trace.tokens),):
+        raise ValueError(f"need one value per token ({len(trace.tokens)}), got {scores.shape}")
+    level = levels(scores)
     evicted_at = eviction_cycles(trace)
+    shown = shown_range(len(trace.tokens), focus)
+    tokens = trace.tokens[shown.start : shown.stop]
     styles, titles = [], []
-    for tok in trace.tokens:
+    for tok in tokens:
         style = shade(level[tok.t])
         if evicted_at[tok.t] == NEVER:
             style = f"{style};{SURVIVOR_MARK}" if style else SURVIVOR_MARK
         styles.append(style)
         titles.append(
-            f"t={tok.t} “{piece(tok.text)}” · {signal} {format_value(values[tok.t])} · "
+            f"t={tok.t} “{piece(tok.text)}” · {signal} {format_value(scores[tok.t])} · "
             f"{_fate(trace, tok.t, evicted_at)}"
         )
     legend = (
         f"Shade = {html.escape(signal)} (light = low, dark = high, robust 2–98% range); "
         "<span style='border-bottom:2px solid #2b8a3e'>underlined</span> = survived to the end. "
-        "Hover a token for its value."
+        "Hover a token for its value." + passage_note(shown, len(trace.tokens))
     )
-    return render_spans([tok.text for tok in trace.tokens], styles, titles, legend)
+    return render_spans([tok.text for tok in tokens], styles, titles, legend)
 
 
 def survival_html(trace: Trace) -> str:
@@ -116,15 +132,24 @@ def survival_html(trace: Trace) -> str:
     return render_spans([tok.text for tok in trace.tokens], styles, titles, legend)
 
 
-def cycle_context_html(trace: Trace, index: int, marked: Collection[int] = (), missed: Collection[int] = ()) -> str:
+def cycle_context_html(
+    trace: Trace,
+    index: int,
+    marked: Collection[int] = (),
+    missed: Collection[int] = (),
+    focus: range | None = None,
+    marked_as: str = "the needle",
+) -> str:
     """The tokens processed up to refresh ``index``: kept, evicted by this refresh, evicted before;
-    the timesteps in ``marked`` (a needle's tokens) outlined, whatever their fate, and those in ``missed``
-    (evicted, but the full cache's answer read them) dashed."""
+    the timesteps in ``marked`` (a needle's tokens) outlined, whatever their fate, and named ``marked_as`` in the
+    legend; those in ``missed`` (evicted, but the full cache's answer read them) dashed. ``focus``: only that
+    passage of them."""
     cycle = trace.cycles[index]
     kept = set(cycle.kept)
     evicted_at = eviction_cycles(trace)
     frozen = frozen_count(trace)
-    tokens = trace.tokens[: cycle.step]
+    shown = shown_range(cycle.step, focus)
+    tokens = trace.tokens[shown.start : shown.stop]
     styles, titles = [], []
     for tok in tokens:
         if tok.t < frozen:
@@ -142,14 +167,28 @@ def cycle_context_html(trace: Trace, index: int, marked: Collection[int] = (), m
     marked, missed = set(marked), set(missed)
     outlines = {**dict.fromkeys(missed, MISSED), **dict.fromkeys(marked, MARKED)}  # a needle's outline wins
     styles = [f"{style};{outlines[tok.t]}" if tok.t in outlines else style for tok, style in zip(tokens, styles)]
-    shown = [t for t in missed if t < cycle.step]
+    read = [t for t in missed if t < cycle.step]
     n_new = int((evicted_at == index).sum())
     legend = (
         f"Refresh {index} ({cycle.phase}, after {cycle.step} tokens): <span style='{KEPT}'>kept ({len(kept)})</span>, "
         f"<span style='{JUST_EVICTED}'>evicted now ({n_new})</span>, <span style='{EVICTED}'>evicted earlier</span>, "
         f"<span style='{FROZEN}'>frozen</span>"
-        + (f", <span style='{MARKED}'>the needle</span>" if marked else "")
-        + (f", <span style='{MISSED}'>read by the full cache's answer</span>" if shown else "")
+        + (f", <span style='{MARKED}'>{html.escape(marked_as)}</span>" if marked else "")
+        + (f", <span style='{MISSED}'>read by the full cache's answer</span>" if read else "")
         + "."
+        + passage_note(shown, cycle.step)
     )
     return render_spans([tok.text for tok in tokens], styles, titles, legend)
+
+
+def answer_html(trace: Trace, expected: str) -> str:
+    """The run's generated text, each occurrence of ``expected`` in it highlighted (case ignored, as
+    :func:`ccviz.phrases.phrase_spans` finds it): where the output gives the answer, at a glance."""
+    generated = trace.tokens[trace.prompt_length :]
+    texts = [tok.text for tok in generated]
+    found = phrase_mask(texts, expected.strip())
+    styles = [ANSWER if hit else "" for hit in found]
+    titles = [f"t={tok.t}" + (" · the expected answer" if hit else "") for tok, hit in zip(generated, found)]
+    said = "highlighted where the output gives it" if found.any() else "not in the output"
+    legend = f"The generated text; the expected answer <span style='{ANSWER}'>{html.escape(expected)}</span>: {said}."
+    return render_spans(texts, styles, titles, legend)
