@@ -150,3 +150,12 @@ def test_what_if_runs_again_with_the_same_question():
     task = RunTask("tiny-random", DOC, RunConfig(policy="sliding", cache_size=16), question=QUESTION)
     twin = what_if_config(task, "pin", "Ada Brenn")
     assert twin.question == QUESTION and twin.config.pin == ("Ada Brenn",) and twin.prompt == DOC
+
+
+def test_a_measured_sample_sets_its_budget_and_is_marked_off_the_models_it_demonstrates_on(app):
+    measured = next(s for s in load_samples() if s.cache_size is not None)
+    app.selectbox(key="doc.sample").set_value(measured.title).run()
+    assert not app.exception
+    assert app.number_input(key="run.J").value == measured.cache_size
+    assert measured.label(measured.models[0] if measured.models else "") == measured.title
+    assert "(demonstrates on" in measured.label("tiny-random")  # the tests' model: not one it was measured on

@@ -29,6 +29,7 @@ from .links import (
     linked_text,
     optional,
 )
+from .model_picker import chosen_model
 from .needle_sample import NEEDLE_KEY, needle_generator, needle_loaded
 from .options import option_specs
 from .question import EXPECT_KEY, QUESTION_KEY
@@ -62,6 +63,9 @@ def _load_sample() -> None:
     st.session_state["run.max_new"] = sample.max_new_tokens
     st.session_state["cmp.max_new"] = sample.max_new_tokens
     st.session_state["cmp.phrase"] = sample.key_phrase
+    if sample.cache_size is not None:  # the budget it was measured to demonstrate at, h = J/4
+        for page in ("run", "cmp"):
+            st.session_state[f"{page}.J"], st.session_state[f"{page}.h"] = sample.cache_size, None
 
 
 def _load_upload() -> None:
@@ -78,9 +82,11 @@ def _load_upload() -> None:
 def document_input() -> tuple[str, bool]:
     """The document: pasted, picked from the samples or uploaded (which fill the text box); and chat/raw."""
     left, middle, right = st.columns([3, 2, 2], vertical_alignment="bottom")
+    labels = {s.title: s.label(chosen_model()) for s in _samples()}
     left.selectbox(
         "Sample document",
-        [s.title for s in _samples()],
+        list(labels),
+        format_func=labels.__getitem__,
         index=None,
         key="doc.sample",
         placeholder="Load a sample document…",

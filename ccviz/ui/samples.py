@@ -19,6 +19,14 @@ class Sample:
     max_new_tokens: int
     question: str | None = None  # asked apart from the document (the Question box); None: the sample has none
     answer: str | None = None  # the expected answer (the Expected answer box): the run's verdict looks for it
+    cache_size: int | None = None  # the J it demonstrates at (scripts/samples.py measured it there)
+    models: tuple[str, ...] | None = None  # the models it was measured to demonstrate on; None: not measured
+
+    def label(self, model: str) -> str:
+        """Its title in the sample menu, marked when it was measured to demonstrate on other models only."""
+        if self.models is None or model in self.models:
+            return self.title
+        return f"{self.title} (demonstrates on {', '.join(self.models) or 'no model'})"
 
 
 def load_samples(folder: Path = SAMPLES_DIR) -> list[Sample]:
@@ -33,6 +41,8 @@ def load_samples(folder: Path = SAMPLES_DIR) -> list[Sample]:
             max_new_tokens=int(entry["max_new_tokens"]),
             question=entry.get("question"),
             answer=entry.get("answer"),
+            cache_size=entry.get("cache_size"),
+            models=None if entry.get("models") is None else tuple(entry["models"]),
         )
         for entry in entries
     ]
