@@ -2,6 +2,7 @@
 
 import base64
 import io
+import json
 import re
 import threading
 import time
@@ -14,7 +15,7 @@ from ccviz.figures import retention_heatmap, retention_image_html
 from ccviz.ui.jobs import Job, ResultStore, check_run
 from ccviz.ui.limits import MAX_TOKENS_ENV, max_tokens
 from ccviz.ui.options import option_specs
-from ccviz.ui.samples import load_samples
+from ccviz.ui.samples import SAMPLES_DIR, load_samples
 from ccviz.ui.uploads import decode_document
 from ccviz.worker.tasks import RunTask, SurpriseTask
 
@@ -197,7 +198,8 @@ def test_option_widgets_follow_the_policy_dataclass_fields():
 
 def test_samples_are_listed_with_a_key_phrase_found_once_in_their_text():
     samples = load_samples()
-    assert len(samples) == 4
+    listed = json.loads((SAMPLES_DIR / "index.json").read_text(encoding="utf-8"))
+    assert [s.title for s in samples] == [entry["title"] for entry in listed]
     clinical = next(s for s in samples if "Clinical" in s.title)
     assert clinical.text.count(clinical.key_phrase) == 1
     for sample in samples:
