@@ -130,7 +130,7 @@ def test_paste_run_and_compare(app_url, tmp_path):
             assert "refresh" in hover and "t = " in hover and "score" in hover, hover
             page.screenshot(path=str(ARTIFACTS / "run_page.png"))
             summary = (
-                page.locator("h4").filter(has_text="counter_causal_fast").first
+                page.locator("h4").filter(has_text="Counter-causal surprise (fast)").first
             )  # the run's title, above its metrics
             _documentation_screenshot(page, summary, "retention.png", tmp_path)
             _no_exception(page)

@@ -15,7 +15,7 @@ from plotly.subplots import make_subplots
 
 from ..bench.budget import budget_text
 from .benchmarks import FULL, RATES
-from .layout import LEGEND_BELOW, legible, spec_lines
+from .layout import LEGEND_BELOW, legible, spec_lines, wrapped
 
 MAP_SCALE = [[0.0, "#c92a2a"], [0.5, "#fcc419"], [1.0, "#2b8a3e"]]  # lost, half, kept
 DIFFERENCE_SCALE = "RdBu"
@@ -99,7 +99,7 @@ def needle_map_figure(
         )
     )
     at = "" if policy == FULL or budget is None else f" at J = {_budget(budget)}"
-    return _axes(fig, f"{RATES[measure][0]}: {policy}{at}")
+    return _axes(fig, wrapped(f"{RATES[measure][0]}: {policy}{at}", 40))  # long specs wrap, never run off
 
 
 def needle_difference_figure(
