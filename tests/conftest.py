@@ -21,6 +21,17 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "cuda: needs a CUDA GPU, skipped without one (scripts/gpu_check.sh runs them)")
 
 
+@pytest.fixture
+def registry():
+    """POLICIES as it was before the test: registrations made by the test are undone."""
+    from ccviz import POLICIES
+
+    before = dict(POLICIES)
+    yield POLICIES
+    POLICIES.clear()
+    POLICIES.update(before)
+
+
 @pytest.fixture(scope="session")
 def smollm():
     """The real embedded SmolLM2-135M-Instruct, loaded once for the whole session."""

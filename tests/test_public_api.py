@@ -28,15 +28,6 @@ def _kept(trace: Trace) -> list[list[int]]:
     return [cycle.kept for cycle in trace.cycles]
 
 
-@pytest.fixture
-def registry():
-    """POLICIES as it was before the test: registrations made by the test are undone."""
-    before = dict(POLICIES)
-    yield POLICIES
-    POLICIES.clear()
-    POLICIES.update(before)
-
-
 # ----- generate(lm, prompt, config=None, **settings) ------------------------------------------------
 def test_generate_takes_a_config_or_its_fields_and_settings_override_the_config(tiny):
     config = RunConfig(policy="tova", cache_size=12, chunk_size=4, chat=False, max_new_tokens=6)

@@ -3,20 +3,9 @@ describe() stays the exact spelling."""
 
 from dataclasses import dataclass
 
-import pytest
-
 from ccviz import POLICIES, RunConfig, generate
 from ccviz.policies import register_policy
 from ccviz.policies.sliding import Sliding
-
-
-@pytest.fixture
-def registry():
-    """POLICIES as it was before the test: registrations made by the test are undone."""
-    before = dict(POLICIES)
-    yield POLICIES
-    POLICIES.clear()
-    POLICIES.update(before)
 
 
 def test_every_registered_policy_has_a_human_name_of_its_own():
