@@ -9,6 +9,7 @@ import subprocess
 import sys
 from urllib.parse import parse_qsl, urlsplit
 
+import plotly.io
 import pytest
 from test_app import ROOT, _fresh_session, app, settle  # noqa: F401  (app is a fixture)
 
@@ -41,6 +42,9 @@ def test_every_step_draws_from_the_recording_and_next_and_previous_move(app):
         assert heading(app) == f"{number}. {step.title}"
         assert not app.exception and not app.warning and not app.error
         assert app.get("plotly_chart") or app.html, f"step {number} drew no figure"
+        for chart in app.get("plotly_chart"):  # side by side, each column says which run it is
+            titles = [a.text for a in plotly.io.from_json(chart.proto.spec).layout.annotations]
+            assert len(set(titles)) == len(titles), titles
         assert not any(key.startswith("job.") for key in app.session_state)  # nothing ran
         if number < len(STEPS):
             app.button(key="lesson.next").click().run()

@@ -28,7 +28,7 @@ def jaccard_matrix(traces: Sequence[Trace]) -> np.ndarray:
 def overlap_heatmap(traces: Sequence[Trace], labels: Sequence[str]) -> go.Figure:
     """The Jaccard matrix as an annotated heatmap."""
     matrix = jaccard_matrix(traces)
-    names = [plot_label(label).split(" · ")[0] for label in labels]  # the columns' letters: titles run long
+    names = [plot_label(label) for label in labels]
     fig = go.Figure(
         go.Heatmap(
             z=matrix,

@@ -338,9 +338,7 @@ def comparison_heatmaps(
         for trace in traces
     ]
     top = float(max(max(int(g.timesteps.max(initial=0)), 1) for g in grids))
-    # apart on a narrow page; a lettered label ("B · Counter-causal surprise (fast)") keeps its letter alone,
-    # which names its column on the page
-    titles = [wrapped(plot_label(label).split(" · ")[0], max(12, 60 // len(traces))) for label in labels]
+    titles = [wrapped(plot_label(label), max(12, 60 // len(traces))) for label in labels]  # apart on a narrow page
     fig = make_subplots(rows=1, cols=len(traces), subplot_titles=titles, horizontal_spacing=0.03)
     fig.update_annotations(font_size=13)
     for i, grid in enumerate(grids, start=1):

@@ -374,6 +374,12 @@ def phrase_badges(traces: Sequence[Trace], labels: Sequence[str], phrase: str) -
         col.caption(detail)
 
 
+def column_names(labels: Sequence[str]) -> list[str]:
+    """Each label's first part, naming its column inside a figure ("B" of "B · Counter-causal surprise (fast)",
+    a file's name of "run.json · Sliding window"): whole titles run long, and the page spells them out above."""
+    return [label.split(" · ")[0] for label in labels]
+
+
 def compare_view(traces: Sequence[Trace], labels: Sequence[str], phrase: str, key: str) -> None:
     """Several runs of one input: phrase survival, heatmaps, outputs, overlaps and timings."""
     for trace, label in zip(traces, labels):
@@ -399,7 +405,7 @@ def compare_view(traces: Sequence[Trace], labels: Sequence[str], phrase: str, ke
         )
         layer = None if picked == ANY_LAYER else picked
     if any(trace.cycles for trace in traces):
-        fig = comparison_heatmaps(traces, labels, COLOUR_LABELS[colouring], layer=layer)
+        fig = comparison_heatmaps(traces, column_names(labels), COLOUR_LABELS[colouring], layer=layer)
         chart(fig, key=f"{key}.heatmaps", stem=file_stem(traces[0], "compare"))
     else:
         st.info("No refresh happened in these runs: the input is shorter than h.")
@@ -410,7 +416,7 @@ def compare_view(traces: Sequence[Trace], labels: Sequence[str], phrase: str, ke
             output_block(trace.output_text)
     left, right = st.columns([3, 2], vertical_alignment="center")
     with left:
-        chart(overlap_heatmap(traces, labels), key=f"{key}.overlap", stem=file_stem(traces[0], "overlap"))
+        chart(overlap_heatmap(traces, column_names(labels)), key=f"{key}.overlap", stem=file_stem(traces[0], "overlap"))
     right.caption(
         "Jaccard overlap |A ∩ B| / |A ∪ B| of the cache contents after the last refresh (frozen prefix included): "
         "1 = the two policies kept exactly the same tokens."
@@ -421,11 +427,11 @@ def compare_view(traces: Sequence[Trace], labels: Sequence[str], phrase: str, ke
 
     def write() -> str:
         figures = (
-            {"Retention, on one colour scale": comparison_heatmaps(traces, labels, COLOUR_LABELS[colouring])}
+            {"Retention, on one colour scale": comparison_heatmaps(traces, column_names(labels), COLOUR_LABELS[colouring])}
             if any(t.cycles for t in traces)
             else {}
         )
-        figures["Kept-set overlap"] = overlap_heatmap(traces, labels)
+        figures["Kept-set overlap"] = overlap_heatmap(traces, column_names(labels))
         views = {f"What survives: {label}": survival_html(trace) for trace, label in zip(traces, labels)}
         return report_html(dict(zip(labels, traces)), figures, views, title=f"ccviz comparison: {', '.join(labels)}")
 
