@@ -481,7 +481,10 @@ def test_a_deep_link_as_a_fresh_servers_first_request_gets_the_whole_app(tiny_ap
         # The published needle map renders as a real Plotly heatmap (depth down, length across).
         page.get_by_role("tab", name="Needle in a haystack", exact=True).click()
         page.wait_for_function(NEEDLE_HEATMAP, timeout=RUN_TIMEOUT_MS)
-        title = page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')].map(g => g.layout.title.text.replaceAll('<br>', ' '))")
+        title = page.evaluate(
+            "() => [...document.querySelectorAll('.js-plotly-plot')]"
+            ".map(g => g.layout.title.text.replaceAll('<br>', ' '))"
+        )
         assert any(t.startswith("Answer accuracy: sliding") for t in title), title  # answers are the default measure
         _no_exception(page)
 

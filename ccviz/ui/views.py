@@ -426,12 +426,13 @@ def compare_view(traces: Sequence[Trace], labels: Sequence[str], phrase: str, ke
     st.dataframe(pd.DataFrame(rows), hide_index=True)
 
     def write() -> str:
+        columns = column_names(labels)
         figures = (
-            {"Retention, on one colour scale": comparison_heatmaps(traces, column_names(labels), COLOUR_LABELS[colouring])}
+            {"Retention, on one colour scale": comparison_heatmaps(traces, columns, COLOUR_LABELS[colouring])}
             if any(t.cycles for t in traces)
             else {}
         )
-        figures["Kept-set overlap"] = overlap_heatmap(traces, column_names(labels))
+        figures["Kept-set overlap"] = overlap_heatmap(traces, columns)
         views = {f"What survives: {label}": survival_html(trace) for trace, label in zip(traces, labels)}
         return report_html(dict(zip(labels, traces)), figures, views, title=f"ccviz comparison: {', '.join(labels)}")
 
