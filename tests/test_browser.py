@@ -207,6 +207,39 @@ def test_the_clinical_samples_question_is_asked_apart_and_kept(app_url, tmp_path
             expect(page.locator("p", has_text=verdict.head).first).to_contain_text(said)
 
 
+def test_a_newcomer_sees_one_policy_evict_the_answer_and_another_keep_it_in_two_clicks(app_url):
+    """A bare link's first visit holds the landing sample (its question and expected answer filled); the menu's
+    Compare, then Run all, and the two columns' verdicts disagree: one run evicted the answer and missed it, the
+    other answered. Which way each goes is the sample's recorded outcome (assets/samples/outcomes.json)."""
+    import json
+
+    from playwright.sync_api import expect, sync_playwright
+
+    from ccviz.ui.samples import landing_sample, load_samples
+
+    landing = landing_sample(load_samples(), "SmolLM2-135M-Instruct")
+    assert landing is not None and landing.question and landing.answer
+    outcomes = json.loads((ROOT / "assets" / "samples" / "outcomes.json").read_text(encoding="utf-8"))
+    recorded = outcomes["models"]["SmolLM2-135M-Instruct"]["samples"]
+    measured = next(found for name, found in recorded.items() if found["question"] == landing.question)["policies"]
+    with sync_playwright() as p, chromium(p) as browser:
+        page = open_page(browser, app_url)
+        with photographed_on_failure({"landing-failure.png": page}):
+            model_ready(page)
+            expect(page.get_by_role("textbox", name="Question (optional)")).to_have_value(landing.question)
+            page.get_by_role("link", name="Compare").click()  # 1
+            page.wait_for_selector("text=Compare policies")
+            idle(page)
+            page.get_by_role("button", name="Run all").click()  # 2
+            page.wait_for_selector("text=Kept-set overlap", timeout=RUN_TIMEOUT_MS)
+            idle(page)
+            _no_exception(page)
+            missed = page.locator("p", has_text="Answered: no").first
+            expect(missed).to_contain_text("was evicted at refresh")
+            expect(page.locator("p", has_text="Answered: yes").first).to_be_visible()
+            assert not measured["sliding"]["answered"] and measured["counter_causal_fast"]["answered"]
+
+
 # Every token of the answer-read view, in order: its text and whether it is struck (evicted, unreadable).
 ANSWER_TOKENS = """() => [...document.querySelectorAll('span[title]')]
   .filter(s => / · (read |evicted at refresh \\d+: unreadable|the generated token)/.test(s.title))

@@ -21,6 +21,7 @@ from .limits import DEFAULT_MAX_TOKENS, MAX_TOKENS_ENV, max_tokens, max_upload_b
 from .links import (
     DOC_PARAM,
     as_bool,
+    initial_params,
     link_problems,
     link_text,
     linked,
@@ -33,7 +34,7 @@ from .model_picker import chosen_model
 from .needle_sample import NEEDLE_KEY, needle_generator, needle_loaded
 from .options import option_specs
 from .question import EXPECT_KEY, QUESTION_KEY
-from .samples import Sample, load_samples
+from .samples import Sample, landing_sample, load_samples
 from .uploads import decode_document
 
 DEFAULT_TEXT = (
@@ -43,11 +44,25 @@ DEFAULT_TEXT = (
     "Where is the spare key to the east wing kept?"
 )
 SESSION = "session"  # widget values survive page switches
+OPENING = 80  # characters: a document that still holds a sample's opening is an edit of that sample
 
 
 @st.cache_data(show_spinner=False)
 def _samples() -> list[Sample]:
     return load_samples()
+
+
+def land_newcomer() -> None:
+    """A newcomer (a session's first page, opened on a bare link) finds the landing sample loaded as if picked:
+    its document, question, expected answer and budget, so the first click on Run evicts and gives a verdict.
+    A link names what it restores, so a session opened on one keeps to it. Called before any page draws its
+    widgets, as a pick's callback would be."""
+    if "doc.text" in st.session_state or initial_params():
+        return
+    sample = landing_sample(_samples(), chosen_model())
+    if sample is not None:
+        st.session_state["doc.sample"] = sample.title
+        _load_sample()
 
 
 def _load_sample() -> None:
@@ -68,6 +83,19 @@ def _load_sample() -> None:
             st.session_state[f"{page}.J"], st.session_state[f"{page}.h"] = sample.cache_size, None
 
 
+def _sample_left() -> None:
+    """A document that replaces a loaded sample takes the sample's question and expected answer with it (while
+    the boxes still hold them as loaded): the landing sample's question must not be asked of a pasted text.
+    An edit of the sample (its opening kept) keeps them."""
+    sample = next((s for s in _samples() if s.title == st.session_state.get("doc.sample")), None)
+    if sample is None or sample.text[:OPENING] in st.session_state.get("doc.text", ""):
+        return
+    for key, loaded in ((QUESTION_KEY, sample.question), (EXPECT_KEY, sample.answer)):
+        if loaded and st.session_state.get(key) == loaded:
+            st.session_state[key] = ""
+    st.session_state["doc.sample"] = None
+
+
 def _load_upload() -> None:
     upload = st.session_state.get("up.doc")
     if upload is None:
@@ -75,6 +103,7 @@ def _load_upload() -> None:
     try:
         st.session_state["doc.text"] = decode_document(upload.name, upload.getvalue(), max_upload_bytes())
         st.session_state.pop(NEEDLE_KEY, None)
+        _sample_left()
     except CcvizError as err:
         st.session_state["doc.error"] = str(err)  # the text box keeps what the user had
 
@@ -108,6 +137,7 @@ def document_input() -> tuple[str, bool]:
         key="doc.text",
         height=220,
         persist_state=SESSION,
+        on_change=_sample_left,
         help="Paste any text. In chat mode it becomes one user turn of the model's chat template. The page's "
         "link (the address bar) names it, so a reload or a shared link brings it back.",
     )

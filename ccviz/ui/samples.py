@@ -29,6 +29,13 @@ class Sample:
         return f"{self.title} (demonstrates on {', '.join(self.models) or 'no model'})"
 
 
+def landing_sample(samples: list[Sample], model: str) -> Sample | None:
+    """The sample a newcomer on ``model`` finds loaded: the first measured to demonstrate there (its question
+    answered by the full cache, its policies split at its budget), so the first run shows eviction changing an
+    answer. None when no sample was measured to demonstrate on ``model``."""
+    return next((s for s in samples if s.cache_size is not None and s.models and model in s.models), None)
+
+
 def load_samples(folder: Path = SAMPLES_DIR) -> list[Sample]:
     """Every sample listed in ``folder/index.json``, in its order."""
     entries = json.loads((folder / "index.json").read_text(encoding="utf-8"))
