@@ -25,7 +25,7 @@ from ccviz.bench.metrics import (
 from ccviz.bench.plots import write_plots
 from ccviz.bench.report import provenance_line
 from ccviz.bench.results import ResultTable, load_results
-from ccviz.bench.specs import PolicySpec, parse_spec
+from ccviz.bench.specs import PolicySpec, parse_spec, titled
 from ccviz.bench.tasks.perplexity import sequence_nll
 from ccviz.bench.tasks.retention import RetentionCell, measure_cell
 from ccviz.prompts import encode_prompt
@@ -380,8 +380,8 @@ def test_ablation_table_shows_survival_and_kept_share_and_omits_unmeasured_accur
     )
     perplexity = pd.DataFrame({"policy": ["full", "counter_causal:score=logit"], "delta_nll": [0.0, 0.5]})
     table = ablation_table(retention, perplexity)
-    assert "| counter_causal:score=logit | 25% (10-50) | 40% | +0.500 |" in table
-    assert "accuracy" not in table and "| full |" not in table
+    assert f"| {titled('counter_causal:score=logit')} | 25% (10-50) | 40% | +0.500 |" in table
+    assert "accuracy" not in table and f"| {titled('full')} |" not in table
 
 
 def test_sign_test_matches_the_binomial_tail():
@@ -442,12 +442,15 @@ def test_the_retention_report_pairs_variants_measured_next_to_their_default():
             "policy": ["counter_causal", "counter_causal:score=logit"] * 3,
         }
     )
-    assert "| counter_causal:score=logit | J=25% | counter_causal | 3 | +2 / -0 (p 0.5) |" in retention_pairing(rows)
+    assert (
+        f"| {titled('counter_causal:score=logit')} | J=25% | counter_causal | 3 | +2 / -0 (p 0.5) |"
+        in retention_pairing(rows)
+    )
     assert retention_pairing(rows[rows.policy == "counter_causal"]) == ""  # no variants, no sliding: no table
     sliding = pd.DataFrame({"case": [0, 1, 2], "budget": [0.5] * 3, "answered": [1, 0, 1], "policy": ["sliding"] * 3})
     tova = sliding.assign(policy="tova", answered=[0, 1, ""])  # a blank answer pairs with nothing
     text = retention_pairing(pd.concat([sliding, tova]))
-    assert "| tova | +1 / -1 (p 1) | +1 / -1 (p 1) |" in text  # per budget, then pooled over case x budget
+    assert f"| {titled('tova')} | +1 / -1 (p 1) | +1 / -1 (p 1) |" in text  # per budget, then pooled over case x budget
 
 
 def test_the_retention_report_marks_the_cells_of_an_unfinished_run_with_their_count():
@@ -466,7 +469,7 @@ def test_the_retention_report_marks_the_cells_of_an_unfinished_run_with_their_co
     partial = pd.concat([whole, cells("sliding", 0.5, [1, 0, 0])])  # a run stopped after 3 of 10 cases
     text = retention_tables(summarise(partial))
     assert "10 cases per cell (n= marks a cell with fewer" in text
-    assert "| sliding | 50% (24-76) | 33% (6-79), n=3 |" in text
+    assert f"| {titled('sliding')} | 50% (24-76) | 33% (6-79), n=3 |" in text
     smaller_later = retention_tables(summarise(pd.concat([partial, cells("sliding", 0.1, [0] * 10)])))
     assert "| policy | J=10% | J=25% | J=50% |" in smaller_later  # budgets read left to right
 
@@ -503,8 +506,8 @@ def test_a_variant_replaces_its_default_only_by_answering_more_pooled_and_fewer_
     fewer_cases = default_decision(rows[~((rows.policy == good) & (rows.case == 7))]).set_index("policy")
     assert fewer_cases.loc[good, "missing"] == 4 and not fewer_cases.loc[good, "replaces_default"]
     text = retention_pairing(rows)
-    assert f"| {good} | {base} | 4 | +9 / -0 (p 0.0039) | meets the rule |" in text
-    assert f"| {bad} | {base} | 4 | +16 / -6 (p 0.052) | answers fewer at J=75% |" in text
+    assert f"| {titled(good)} | {base} | 4 | +9 / -0 (p 0.0039) | meets the rule |" in text
+    assert f"| {titled(bad)} | {base} | 4 | +16 / -6 (p 0.052) | answers fewer at J=75% |" in text
 
 
 def test_ruler_variants_are_paired_by_the_share_of_required_tokens_kept_per_task_and_budget():
@@ -540,9 +543,9 @@ def test_retention_breakdown_splits_survival_by_fact_type_and_position_at_the_mi
     )
     text = retention_breakdown(rows)
     assert "at J=25%" in text  # budgets 10%, 25% and 50%: the middle one
-    assert "| sliding | 0% (1) | 50% (2) |" in text  # name, number
-    assert "| sliding | 0% (1) | 0% (1) | 100% (1) |" in text  # first, middle, last third
-    assert "| full |" not in text
+    assert f"| {titled('sliding')} | 0% (1) | 50% (2) |" in text  # name, number
+    assert f"| {titled('sliding')} | 0% (1) | 0% (1) | 100% (1) |" in text  # first, middle, last third
+    assert f"| {titled('full')} |" not in text
 
 
 # ----- efficiency: which sizes each policy is timed at, and the fitted exponent ------------------------

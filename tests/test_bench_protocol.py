@@ -19,7 +19,7 @@ from ccviz.bench.pairing import default_labels, paired_protocols, paired_with
 from ccviz.bench.plots import colours
 from ccviz.bench.report import ablation_table, protocol_pairing, retention_tables
 from ccviz.bench.results import ResultTable, load_results
-from ccviz.bench.specs import PolicySpec, in_policy_order, parse_spec, split_protocol, with_protocol
+from ccviz.bench.specs import PolicySpec, in_policy_order, parse_spec, split_protocol, titled, with_protocol
 from ccviz.bench.tasks.retention import RetentionCell, measure_cell, summarise
 from ccviz.bench.tasks.survival import prepare, run_case
 from ccviz.prompts import encode_prompt
@@ -200,7 +200,7 @@ def test_the_report_says_each_tables_protocol_and_pairs_the_twins():
     both = pd.concat([streamed, streamed[streamed.policy == f"tova:{PAPER}"].assign(policy="tova", answered=1)])
     text = retention_tables(summarise(both), both)
     assert f"question kept apart (the field's protocol); rows labelled `{PAPER}`: question evictable" in text
-    assert "| tova | J=25% | 4 | 100% | 25% | +3 / -0 (p 0.25) |" in text
+    assert f"| {titled('tova')} | J=25% | 4 | 100% | 25% | +3 / -0 (p 0.25) |" in text
     assert protocol_pairing(streamed) == ""
 
 
@@ -217,8 +217,8 @@ def test_the_ablation_table_sets_perplexity_on_the_spec_under_either_protocol():
     )
     perplexity = pd.DataFrame({"policy": ["full", "tova", "h2o"], "delta_nll": [0.0, 0.25, 0.5]})
     text = ablation_table(summary, perplexity)
-    assert f"| tova:{PAPER} | 50% (10-90) | 50% | +0.250 |" in text
-    assert "| h2o | - | - | +0.500 |" in text  # perplexity alone keeps its own row
+    assert f"| {titled(f'tova:{PAPER}')} | 50% (10-90) | 50% | +0.250 |" in text
+    assert f"| {titled('h2o')} | - | - | +0.500 |" in text  # perplexity alone keeps its own row
 
 
 def test_a_spec_keeps_its_colour_under_either_protocol_unless_both_are_charted():

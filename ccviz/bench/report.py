@@ -18,7 +18,7 @@ from .pairing import default_decision, paired_protocols, paired_with, paired_wit
 from .progress import TaskFiles, read_tasks
 from .registry import TASKS, Frames, load
 from .results import load_results
-from .specs import EVICTABLE, split_protocol
+from .specs import EVICTABLE, split_protocol, titled
 from .tasks.retention import summarise as summarise_retention
 
 KEPT_APART = "question kept apart (the field's protocol)"
@@ -50,6 +50,9 @@ def _ratio(value: float) -> str:
 
 
 def _markdown(frame: pd.DataFrame) -> str:
+    """``frame`` as a markdown table; its ``policy`` column in plain words, each with its spec."""
+    if "policy" in frame.columns:
+        frame = frame.assign(policy=frame["policy"].map(titled))
     header = "| " + " | ".join(str(c) for c in frame.columns) + " |"
     rule = "|" + "---|" * len(frame.columns)
     rows = ["| " + " | ".join(str(v) for v in row) + " |" for row in frame.itertuples(index=False)]

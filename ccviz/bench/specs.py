@@ -80,6 +80,16 @@ class PolicySpec:
         return settings
 
     @property
+    def title(self) -> str:
+        """The spec in the app's plain words for a run (:meth:`ccviz.RunConfig.title`, without the budget): the
+        policy's human name and what differs from its defaults, ``Counter-causal surprise (fast) · by word``."""
+        engine = self.engine
+        share = engine.pop("recent_share", None)
+        options = tuple((k, v) for k, v in self.options if k not in ENGINE_KEYS)
+        title = RunConfig(policy=self.name, cache_size=1, policy_options=options, **engine).title(budget=False)
+        return title if share is None else f"{title} · recent = {share:.0%} of J"
+
+    @property
     def protects_question(self) -> bool:
         """Whether a question asked apart from the document is kept out of eviction (the default)."""
         return bool(dict(self.options).get(QUESTION_KEY, True))
@@ -153,6 +163,15 @@ def with_protocol(label: str, protect: bool) -> str:
 # (docs/policies.md#why-the-defaults-are-what-they-are), so every benchmark measures the paper's form of both
 # variants next to them, one option away.
 PAPER_FORMS = {name: PolicySpec(name, (("paper", True),)) for name in ("counter_causal", "counter_causal_fast")}
+
+
+def titled(label: str) -> str:
+    """A result's label as a report names it: the plain title, then the spec that reproduces it; a label that is
+    not a spec (``all``) as it is."""
+    try:
+        return f"{parse_spec(label).title} (`{label}`)"
+    except CcvizError:
+        return label
 
 
 def registered_specs() -> list[PolicySpec]:
