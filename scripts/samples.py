@@ -4,6 +4,7 @@ is meant for, ``cache_size``) on every shipped policy, and record it beside the 
     python scripts/samples.py                       # SmolLM2, every sample: assets/samples/outcomes.json
     python scripts/samples.py --model gemma-3-270m  # the same on Gemma 3 270M (its own section)
     python scripts/samples.py --sample ward_handover.md --out /tmp/check.json
+    python scripts/samples.py --docs                # only rewrite the table in docs/app.md from the file
 
 A sample demonstrates on a model when three things hold there, at its ``cache_size`` with the question
 kept apart (the default protocol):
@@ -15,7 +16,8 @@ kept apart (the default protocol):
 Each policy's entry says whether it answered and, when an answer token was evicted, the refresh that
 evicted the first of them. The file keeps one section per model, each with its commit and date; the
 script then lists in ``index.json`` the models each sample demonstrates on (``models``), which the app
-reads. The samples' own test checks the file against ``index.json``.
+reads, and rewrites the table of docs/app.md between its markers. The samples' own test checks the file
+against ``index.json`` and the table against the file.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "assets" / "samples"
 POLICIES = ("sliding", "tova", "h2o", "snapkv", "kvzip", "counter_causal", "counter_causal_fast")
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+DOCS = ROOT / "docs" / "app.md"
+TABLE = re.compile(r"(<!-- samples: begin -->\n)(.*?)(<!-- samples: end -->)", re.S)
 
 
 def without_answer(text: str, answer: str) -> str:
@@ -101,6 +105,37 @@ def demonstrates(outcome: dict[str, Any]) -> bool:
     return bool(outcome["unguessable"] and outcome["full_answers"] and outcome["policies_split"])
 
 
+def outcomes_table(outcomes: dict[str, Any], index: list[dict[str, Any]]) -> str:
+    """The measured samples as a markdown table: each sample's question, answer and J, and per model whether the
+    full cache answers and which shipped policies answer (a model it was not measured on: a dash)."""
+    models = list(outcomes.get("models", {}))
+    header = ["sample", "question", "answer", "J", *models]
+    rows = []
+    for entry in (e for e in index if "cache_size" in e):
+        cells = [entry["title"], entry["question"], f"`{entry['answer']}`", str(entry["cache_size"])]
+        for model in models:
+            outcome = outcomes["models"][model]["samples"].get(entry["file"])
+            if outcome is None:
+                cells.append("-")
+                continue
+            answering = [name for name, row in outcome["policies"].items() if row["answered"]]
+            full = "full cache answers" if outcome["full_answers"] else "**full cache misses**"
+            guess = "" if outcome["unguessable"] else "; **guessable**"
+            who = ", ".join(f"`{name}`" for name in answering) or "none"
+            cells.append(f"{full}{guess}; {len(answering)} of {len(outcome['policies'])} answer: {who}")
+        rows.append(cells)
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(cells) + " |" for cells in rows]) + "\n"
+
+
+def write_docs(outcomes: dict[str, Any], index: list[dict[str, Any]]) -> None:
+    """The table of docs/app.md, between its markers, from ``outcomes``."""
+    text = DOCS.read_text(encoding="utf-8")
+    DOCS.write_text(
+        TABLE.sub(lambda m: m.group(1) + outcomes_table(outcomes, index) + m.group(3), text), encoding="utf-8"
+    )
+
+
 def _commit() -> str:
     done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
     return done.stdout.strip() or "unknown"
@@ -111,7 +146,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", help="the model to measure on (default: the embedded SmolLM2)")
     parser.add_argument("--sample", action="append", default=[], metavar="FILE", help="only these samples")
     parser.add_argument("--out", type=Path, default=SAMPLES / "outcomes.json", help="the outcomes file")
+    parser.add_argument("--docs", action="store_true", help="only rewrite docs/app.md's table from the outcomes")
     args = parser.parse_args(argv)
+    if args.docs:
+        index = json.loads((SAMPLES / "index.json").read_text(encoding="utf-8"))
+        write_docs(json.loads((SAMPLES / "outcomes.json").read_text(encoding="utf-8")), index)
+        return 0
 
     from ccviz import load_model
 
@@ -141,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
             if shown:
                 entry["models"] = [m for m in shown if demonstrates(outcomes["models"][m]["samples"][entry["file"]])]
         (SAMPLES / "index.json").write_text(json.dumps(index, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        write_docs(outcomes, index)
     return 0
 
 

@@ -75,12 +75,10 @@ def test_a_whitespace_question_is_refused_in_one_line(app):
 
 def test_picking_a_sample_fills_the_question_box(app):
     samples = load_samples()
-    clinical = next(s for s in samples if "Clinical" in s.title)
-    app.selectbox(key="doc.sample").set_value(clinical.title).run()
-    assert (
-        app.text_area(key="doc.question").value == clinical.question == "Which antibiotic is Mrs. Holloway allergic to?"
-    )
-    chat = next(s for s in samples if "locker" in s.title)
+    allergy = next(s for s in samples if "admission note" in s.title)
+    app.selectbox(key="doc.sample").set_value(allergy.title).run()
+    assert app.text_area(key="doc.question").value == allergy.question == "What is Mr. Whitcombe allergic to?"
+    chat = next(s for s in samples if "chat" in s.title)
     assert chat.question and chat.key_phrase not in chat.question  # the question asks for the code, not states it
     app.selectbox(key="doc.sample").set_value(chat.title).run()
     assert app.text_area(key="doc.question").value == chat.question

@@ -59,9 +59,9 @@ def test_the_full_cache_joins_the_line_a_kept_answer_points_to_what_it_read_and_
 
 def test_samples_fill_the_expected_answer_box(app):
     samples = load_samples()
-    clinical = next(s for s in samples if "Clinical" in s.title)
-    app.selectbox(key="doc.sample").set_value(clinical.title).run()
-    assert app.text_input(key="doc.expect").value == clinical.answer == "amoxicillin"
+    allergy = next(s for s in samples if "admission note" in s.title)
+    app.selectbox(key="doc.sample").set_value(allergy.title).run()
+    assert app.text_input(key="doc.expect").value == allergy.answer == "chlorhexidine"
     plain = next(s for s in samples if s.answer is None)
     app.selectbox(key="doc.sample").set_value(plain.title).run()
     assert app.text_input(key="doc.expect").value == ""

@@ -54,6 +54,13 @@ def test_the_outcomes_agree_with_the_index(entry):
         assert (model in entry.get("models", [])) == script.demonstrates(outcome)
 
 
+def test_the_apps_documentation_shows_the_measured_outcomes():
+    script = _script()
+    found = script.TABLE.search(script.DOCS.read_text(encoding="utf-8"))
+    assert found, "docs/app.md lost its <!-- samples: begin --> ... end markers"
+    assert found.group(2) == script.outcomes_table(OUTCOMES, INDEX), "run `python scripts/samples.py --docs`"
+
+
 @pytest.mark.parametrize("entry", ASKED, ids=[entry["file"] for entry in ASKED])
 def test_every_sample_demonstrates_on_smollm2(entry):
     outcome = OUTCOMES["models"][SMOLLM2]["samples"][entry["file"]]
