@@ -6,7 +6,6 @@ from ccviz.errors import CcvizError
 from ccviz.plugins import load_plugins
 from ccviz.ui import links
 from ccviz.ui.frame import ensure_app_frame
-from ccviz.ui.inputs import land_newcomer
 from ccviz.ui.model_picker import model_picker
 from ccviz.ui.views import chart_settings
 
@@ -28,7 +27,6 @@ try:
 except CcvizError as err:
     st.error(str(err))
 model_picker()  # the session's model and the worker's state, in the sidebar
-land_newcomer()  # a bare link's first visit: the first sample that demonstrates on this model, loaded
 with st.sidebar:
     chart_settings()
 page.run()

@@ -6,7 +6,15 @@ from ccviz import POLICIES, RunConfig
 from ccviz.explain import run_verdict
 from ccviz.ui.frame import ensure_app_frame
 from ccviz.ui.full_cache_view import full_cache_compare, full_cache_input, runs_and_full_cache, with_full_cache
-from ccviz.ui.inputs import allocation_input, budget_input, decoding_input, document_input, policy_input, unit_input
+from ccviz.ui.inputs import (
+    allocation_input,
+    budget_input,
+    decoding_input,
+    document_input,
+    landed,
+    policy_input,
+    unit_input,
+)
 from ccviz.ui.links import linked
 from ccviz.ui.question import expected_answer_input, keep_question_input, protect_question, question_input
 from ccviz.ui.state import run_controls
@@ -52,7 +60,7 @@ question = question_input(text)
 expected = expected_answer_input()
 phrase = st.text_input(
     "Phrase to track",
-    value=linked("cmp.phrase", ""),
+    value=landed("cmp.phrase", linked("cmp.phrase", "")),
     key="cmp.phrase",
     persist_state="session",
     placeholder="e.g. the key fact of the document",

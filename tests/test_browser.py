@@ -2,7 +2,8 @@
 
 Pastes a sample document, runs counter_causal_fast on the Run page and counter_causal_fast against
 sliding on the Compare page, and checks each heatmap rendered (with a working hover) and no exception
-box appeared; picks the clinical sample, whose question is asked apart and kept. Then the teaching
+box appeared; a newcomer's two clicks from the landing sample to one policy evicting its answer and another
+keeping it, whose question is asked apart and kept. Then the teaching
 features: the live heatmap (its first rows timed), cancel, the SVG and HTML exports, reloads. Three
 sessions paste different documents and click Run together: each gets its own result from the one model
 worker (marked slow). Screenshots go to test-artifacts/ for a human to look at; the README's two
@@ -159,27 +160,44 @@ def test_paste_run_and_compare(app_url, tmp_path):
             _no_exception(page)
 
 
-def test_the_clinical_samples_question_is_asked_apart_and_kept(app_url, tmp_path):
-    """Picking the clinical record fills the Question box with its question and the Expected answer box with
-    its answer; the run's trace (downloaded from the page) holds that question after the document, from its
-    question_start on, kept out of eviction, and the run opens with its verdict line."""
+def test_a_newcomer_sees_one_policy_evict_the_answer_and_another_keep_it_in_two_clicks(app_url, tmp_path):
+    """A bare link's first visit holds the landing sample, loaded as a pick from the sample menu loads it (its
+    question and expected answer filled); the menu's Compare, then Run all, and the two columns' verdicts
+    disagree: one run evicted the answer and missed it, the other answered, as the sample's recorded outcome
+    (assets/samples/outcomes.json) says. Then Run on the Run page: the downloaded trace holds the sample's
+    question after the document, from its question_start on, kept out of eviction, and the run opens with its
+    verdict line."""
+    import json
+
     from playwright.sync_api import expect, sync_playwright
 
     from ccviz import Trace
     from ccviz.explain import run_verdict
-    from ccviz.ui.samples import load_samples
+    from ccviz.ui.samples import landing_sample, load_samples
 
-    sample = next(s for s in load_samples() if "Clinical" in s.title)
+    model = "SmolLM2-135M-Instruct"
+    sample = landing_sample(load_samples(), model)
+    assert sample is not None and sample.question and sample.answer
+    outcomes = json.loads((ROOT / "assets" / "samples" / "outcomes.json").read_text(encoding="utf-8"))
+    recorded = next(o for o in outcomes["models"][model]["samples"].values() if o["question"] == sample.question)
+    assert not recorded["policies"]["sliding"]["answered"] and recorded["policies"]["counter_causal_fast"]["answered"]
     with sync_playwright() as p, chromium(p) as browser:
         page = open_page(browser, app_url)
-        with photographed_on_failure({"question-failure.png": page}):
+        with photographed_on_failure({"landing-failure.png": page}):
             model_ready(page)
-            page.get_by_role("combobox", name="Sample document").click()
-            page.get_by_role("option", name=sample.title, exact=True).click()
+            expect(page.get_by_role("textbox", name="Question (optional)")).to_have_value(sample.question)
+            expect(page.get_by_role("textbox", name="Expected answer (optional)")).to_have_value(sample.answer)
+            page.get_by_role("link", name="Compare").click()  # click 1
+            page.wait_for_selector("text=Compare policies")
             idle(page)
-            expect(page.get_by_role("textbox", name="Question (optional)")).to_have_value(sample.question or "")
-            expect(page.get_by_role("textbox", name="Expected answer (optional)")).to_have_value(sample.answer or "")
-            set_number(page, "Max new tokens", 4)  # the prefill decides what is kept
+            page.get_by_role("button", name="Run all").click()  # click 2: A = sliding, B = counter_causal_fast
+            page.wait_for_selector("text=Kept-set overlap", timeout=RUN_TIMEOUT_MS)
+            idle(page)
+            _no_exception(page)
+            expect(page.locator("p", has_text="Answered: no").first).to_contain_text("was evicted at refresh")
+            expect(page.locator("p", has_text="Answered: yes").first).to_be_visible()
+
+            page.get_by_role("link", name="Run & retention").click()  # the same run as column B
             page.get_by_role("button", name="Run", exact=True).click()
             page.wait_for_selector(FINAL_VIEW, timeout=RUN_TIMEOUT_MS)
             idle(page)
@@ -196,48 +214,8 @@ def test_the_clinical_samples_question_is_asked_apart_and_kept(app_url, tmp_path
             assert (trace.eviction_refreshes()[list(trace.kept_question)] == -1).all()  # never evicted
             assert "question kept" in page.locator(".js-plotly-plot .gtitle").first.text_content()
             verdict = run_verdict(trace, sample.answer)
-            e = verdict.eviction
-            said = (
-                verdict.head
-                if verdict.answered
-                else "was kept, yet"
-                if e is None
-                else f"evicted at refresh {e.refresh} ("
-            )
-            expect(page.locator("p", has_text=verdict.head).first).to_contain_text(said)
-
-
-def test_a_newcomer_sees_one_policy_evict_the_answer_and_another_keep_it_in_two_clicks(app_url):
-    """A bare link's first visit holds the landing sample (its question and expected answer filled); the menu's
-    Compare, then Run all, and the two columns' verdicts disagree: one run evicted the answer and missed it, the
-    other answered. Which way each goes is the sample's recorded outcome (assets/samples/outcomes.json)."""
-    import json
-
-    from playwright.sync_api import expect, sync_playwright
-
-    from ccviz.ui.samples import landing_sample, load_samples
-
-    landing = landing_sample(load_samples(), "SmolLM2-135M-Instruct")
-    assert landing is not None and landing.question and landing.answer
-    outcomes = json.loads((ROOT / "assets" / "samples" / "outcomes.json").read_text(encoding="utf-8"))
-    recorded = outcomes["models"]["SmolLM2-135M-Instruct"]["samples"]
-    measured = next(found for name, found in recorded.items() if found["question"] == landing.question)["policies"]
-    with sync_playwright() as p, chromium(p) as browser:
-        page = open_page(browser, app_url)
-        with photographed_on_failure({"landing-failure.png": page}):
-            model_ready(page)
-            expect(page.get_by_role("textbox", name="Question (optional)")).to_have_value(landing.question)
-            page.get_by_role("link", name="Compare").click()  # 1
-            page.wait_for_selector("text=Compare policies")
-            idle(page)
-            page.get_by_role("button", name="Run all").click()  # 2
-            page.wait_for_selector("text=Kept-set overlap", timeout=RUN_TIMEOUT_MS)
-            idle(page)
-            _no_exception(page)
-            missed = page.locator("p", has_text="Answered: no").first
-            expect(missed).to_contain_text("was evicted at refresh")
-            expect(page.locator("p", has_text="Answered: yes").first).to_be_visible()
-            assert not measured["sliding"]["answered"] and measured["counter_causal_fast"]["answered"]
+            assert verdict is not None and verdict.answered
+            expect(page.locator("p", has_text=verdict.head).first).to_be_visible()
 
 
 # Every token of the answer-read view, in order: its text and whether it is struck (evicted, unreadable).

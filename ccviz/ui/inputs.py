@@ -44,6 +44,7 @@ DEFAULT_TEXT = (
     "Where is the spare key to the east wing kept?"
 )
 SESSION = "session"  # widget values survive page switches
+LANDING_KEY = "doc.landing"  # the title of the sample this session landed on (None: it did not)
 OPENING = 80  # characters: a document that still holds a sample's opening is an edit of that sample
 
 
@@ -52,17 +53,41 @@ def _samples() -> list[Sample]:
     return load_samples()
 
 
-def land_newcomer() -> None:
-    """A newcomer (a session's first page, opened on a bare link) finds the landing sample loaded as if picked:
-    its document, question, expected answer and budget, so the first click on Run evicts and gives a verdict.
-    A link names what it restores, so a session opened on one keeps to it. Called before any page draws its
-    widgets, as a pick's callback would be."""
-    if "doc.text" in st.session_state or initial_params():
-        return
-    sample = landing_sample(_samples(), chosen_model())
-    if sample is not None:
-        st.session_state["doc.sample"] = sample.title
-        _load_sample()
+def _landing() -> Sample | None:
+    """The sample a newcomer lands on, decided once per session: on a session opened on a bare link, the first
+    sample measured to demonstrate on its model (a link names what it restores, so a session opened on one keeps
+    to it); None otherwise."""
+    if LANDING_KEY not in st.session_state:
+        sample = None if initial_params() else landing_sample(_samples(), chosen_model())
+        st.session_state[LANDING_KEY] = None if sample is None else sample.title
+    return next((s for s in _samples() if s.title == st.session_state[LANDING_KEY]), None)
+
+
+def landed(key: str, value: Any) -> Any:
+    """Widget ``key``'s default: the landing sample's value (its document, question, expected answer, budget and
+    key phrase, as a pick from the menu loads them) in a session that lands, else ``value``. Defaults, not
+    session state: a value written before its widget first exists is dropped by Streamlit on a page switch.
+    Links still compare against the plain defaults, so a landed session's link names the sample's values."""
+    sample = _landing()
+    return value if sample is None else _sample_values(sample).get(key, value)
+
+
+def _sample_values(sample: Sample) -> dict[str, Any]:
+    """The widget values a sample loads: its document, question and answer, chat switch, new tokens and phrase,
+    and the budget it was measured to demonstrate at (h = J/4)."""
+    values = {
+        "doc.text": sample.text,
+        "doc.chat": sample.chat,
+        QUESTION_KEY: sample.question or "",
+        EXPECT_KEY: sample.answer or "",
+        "run.max_new": sample.max_new_tokens,
+        "cmp.max_new": sample.max_new_tokens,
+        "cmp.phrase": sample.key_phrase,
+    }
+    if sample.cache_size is not None:
+        for page in ("run", "cmp"):
+            values[f"{page}.J"], values[f"{page}.h"] = sample.cache_size, None
+    return values
 
 
 def _load_sample() -> None:
@@ -70,17 +95,9 @@ def _load_sample() -> None:
     sample = next((s for s in _samples() if s.title == title), None)
     if sample is None:
         return
-    st.session_state["doc.text"] = sample.text
-    st.session_state["doc.chat"] = sample.chat
-    st.session_state[QUESTION_KEY] = sample.question or ""
-    st.session_state[EXPECT_KEY] = sample.answer or ""
+    for key, value in _sample_values(sample).items():
+        st.session_state[key] = value
     st.session_state.pop(NEEDLE_KEY, None)
-    st.session_state["run.max_new"] = sample.max_new_tokens
-    st.session_state["cmp.max_new"] = sample.max_new_tokens
-    st.session_state["cmp.phrase"] = sample.key_phrase
-    if sample.cache_size is not None:  # the budget it was measured to demonstrate at, h = J/4
-        for page in ("run", "cmp"):
-            st.session_state[f"{page}.J"], st.session_state[f"{page}.h"] = sample.cache_size, None
 
 
 def _sample_left() -> None:
@@ -110,13 +127,14 @@ def _load_upload() -> None:
 
 def document_input() -> tuple[str, bool]:
     """The document: pasted, picked from the samples or uploaded (which fill the text box); and chat/raw."""
+    landing = _landing()
     left, middle, right = st.columns([3, 2, 2], vertical_alignment="bottom")
     labels = {s.title: s.label(chosen_model()) for s in _samples()}
     left.selectbox(
         "Sample document",
         list(labels),
         format_func=labels.__getitem__,
-        index=None,
+        index=None if landing is None else list(labels).index(landing.title),
         key="doc.sample",
         placeholder="Load a sample document…",
         on_change=_load_sample,
@@ -129,7 +147,7 @@ def document_input() -> tuple[str, bool]:
     if error:
         st.error(error)
     needle_loaded()
-    document = linked_text(DOC_PARAM, DEFAULT_TEXT)
+    document = landed("doc.text", linked_text(DOC_PARAM, DEFAULT_TEXT))
     link_problems()  # the sidebar's settings and the document are linked by now
     text = st.text_area(
         "Document or prompt",
@@ -144,7 +162,7 @@ def document_input() -> tuple[str, bool]:
     link_text(DOC_PARAM, text, DEFAULT_TEXT)
     chat = st.toggle(
         "Chat template",
-        value=linked("doc.chat", True, as_bool),
+        value=landed("doc.chat", linked("doc.chat", True, as_bool)),
         key="doc.chat",
         persist_state=SESSION,
         help="On: the text is one user turn (the template's system prompt is frozen by default). Off: raw text.",
@@ -344,7 +362,7 @@ def _number(
 
     return st.number_input(
         label,
-        value=linked(key, default, optional(decode) if default is None else decode),
+        value=landed(key, linked(key, default, optional(decode) if default is None else decode)),
         min_value=low,
         max_value=high,
         key=key,

@@ -42,9 +42,11 @@ def _split_off() -> None:
 def question_input(document: str) -> str | None:
     """The Question box under the document (None when empty), and a hint when the document ends with a question
     and the box is empty. A whitespace-only question is passed on, so the run says it is empty."""
+    from .inputs import landed  # which imports this module's keys
+
     question = st.text_area(
         "Question (optional)",
-        value=linked_text(QUESTION_PARAM, ""),
+        value=landed(QUESTION_KEY, linked_text(QUESTION_PARAM, "")),
         key=QUESTION_KEY,
         height=68,
         persist_state="session",
@@ -64,9 +66,11 @@ def question_input(document: str) -> str | None:
 
 def expected_answer_input() -> str | None:
     """The Expected answer box (None when blank): each run then opens with its verdict. It changes no run."""
+    from .inputs import landed  # which imports this module's keys
+
     answer = st.text_input(
         "Expected answer (optional)",
-        value=linked(EXPECT_KEY, ""),
+        value=landed(EXPECT_KEY, linked(EXPECT_KEY, "")),
         key=EXPECT_KEY,
         persist_state="session",
         placeholder="e.g. amoxicillin",
