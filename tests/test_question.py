@@ -184,3 +184,7 @@ def test_explain_says_a_question_token_is_kept_apart_and_replays_around_it(tiny)
     assert replayed.status == "candidate" and replayed.matches_trace
     assert replayed.entries[replayed.row] == candidate
     assert set(question) <= set(replayed.entries)  # the question is context the policy read
+    early = [c for c in trace.cycles if c.phase == "prefill" and c.candidates][-1]  # the question has yet to come
+    assert early.step <= question.start
+    before = explain_token(tiny, trace, early.index, early.candidates[0])
+    assert before.matches_trace and not set(question) & set(before.entries)

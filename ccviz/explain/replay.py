@@ -154,10 +154,10 @@ def replay_explanation(
         )
     # The fast counter-causal scorer watches the replay: it stores H^(L-1), the rows the causal attention
     # each candidate receives is computed from.
-    session = CacheSession(
-        lm, config, prompt_ids=ids[:prompt_length], observers=[CounterCausalFast()], question_start=question_start
-    )
-    session.feed(ids[:prompt_length], refresh=False)
+    prompt = ids[:prompt_length]  # the prompt so far: a prefill refresh's replay stops before its end
+    asked = question_start if question_start is not None and question_start < len(prompt) else None  # yet to come
+    session = CacheSession(lm, config, prompt_ids=prompt, observers=[CounterCausalFast()], question_start=asked)
+    session.feed(prompt, refresh=False)
     for token in ids[prompt_length:]:
         session.feed([token], phase="decode", refresh=False)
     if not session.refresh_pending or len(session.trace.cycles) != refresh:
