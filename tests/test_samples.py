@@ -61,6 +61,17 @@ def test_the_apps_documentation_shows_the_measured_outcomes():
     assert found.group(2) == script.outcomes_table(OUTCOMES, INDEX), "run `python scripts/samples.py --docs`"
 
 
+def test_the_verdict_quoted_in_the_documentation_is_the_recorded_one():
+    """docs/app.md quotes the sliding window's verdict on the tenancy agreement: its output, the full cache's and
+    the refresh that evicted the answer are those scripts/samples.py recorded."""
+    text = " ".join((ROOT / "docs" / "app.md").read_text(encoding="utf-8").replace("> ", "").split())
+    recorded = OUTCOMES["models"][SMOLLM2]["samples"]["tenancy_agreement.md"]
+    sliding, left = recorded["policies"]["sliding"], recorded["policies"]["sliding"]["answer_left"]
+    assert f'answered "{sliding["output"]}"' in text
+    assert "for the Property is 2,375 pounds." in recorded["full"]["output"] and '2,375 pounds.".' in text
+    assert f"refresh {left['refresh']} ({left['phase']}, after {left['step']} tokens)" in text
+
+
 @pytest.mark.parametrize("entry", ASKED, ids=[entry["file"] for entry in ASKED])
 def test_every_sample_demonstrates_on_smollm2(entry):
     outcome = OUTCOMES["models"][SMOLLM2]["samples"][entry["file"]]
