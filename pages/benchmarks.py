@@ -47,7 +47,7 @@ else:
         f"No benchmark results in `{shown}` yet. `{everything}` measures everything (hours on a CPU; it resumes "
         "where it stopped); `python -m ccviz bench all --quick --out DIR` writes a CI-sized set in a few minutes."
     )
-# Only the open tab is drawn: chromium lays out every chart of every tab, hidden ones included (issue 29).
+# Only the open tab is drawn: chromium lays out every chart of every tab, hidden ones included.
 # Picking another tab reruns the page (its label is in st.session_state["bench.tab"]).
 tabs = st.tabs([section.title for section in sections], key="bench.tab", on_change="rerun")
 for section, tab in zip(sections, tabs):

@@ -226,7 +226,7 @@ ANSWER_TOKENS = """() => [...document.querySelectorAll('span[title]')]
 
 @pytest.mark.slow  # 35 s of two SmolLM2 runs; the default run covers the view and pins through AppTest (test_app.py)
 def test_explain_a_wrong_answer_then_pin_the_evicted_allergy(app_url):
-    """The issue's walk-through on the clinical record at the defaults (counter_causal_fast, J = 128): the
+    """The walk-through on the clinical record at the defaults (counter_causal_fast, J = 128): the
     answer misses the allergy; what the first answer token read shows the allergy struck (evicted); pinning
     it runs a twin that keeps every one of its tokens."""
     from playwright.sync_api import sync_playwright
@@ -270,7 +270,7 @@ LIVE_DOCUMENT_TOKENS = 1000
 
 
 def _thousand_token_document(smollm) -> str:
-    """About 1,000 tokens of the shipped samples (the issue's measure: first live rows at J = 128)."""
+    """About 1,000 tokens of the shipped samples (the measure: first live rows at J = 128)."""
     words = " ".join(
         (ROOT / "assets" / "samples" / name).read_text(encoding="utf-8") for name in ("prose.md", "clinical_record.md")
     ).split()

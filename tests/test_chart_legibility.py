@@ -1,4 +1,4 @@
-"""Every Plotly chart legible in a real browser: labels inside the chart, none over another (issue 29).
+"""Every Plotly chart legible in a real browser: labels inside the chart, none over another.
 
 Opens the Benchmarks page on the published results (every tab) at a wide and a narrow window (each
 follow-up folder at the wide one under ``-m slow``), then a finished run on Run, Surprise and Compare
@@ -31,7 +31,7 @@ from browser_support import (
 
 pytestmark = browser_marks()
 
-WIDE, NARROW = 1500, 1000  # window widths: the issue's, and a laptop's with the sidebar open
+WIDE, NARROW = 1500, 1000  # window widths: a wide screen's, and a laptop's with the sidebar open
 LABELS = {  # what a reader must be able to read, by kind (plotly.js's class names)
     "x tick": ".xtick text",
     "y tick": ".ytick text",

@@ -45,7 +45,8 @@ PAPER_NOTES = {
     "ablation": (
         "Not in the paper, which ranks by the raw logit only (full and fast variants). The logprob and contrast "
         "scores, min_gap and window smoothing are this project's calibrations (docs/method.md#scores; smoothing is "
-        "the review's phrase-level suggestion), each measured on the retention and perplexity tasks at one budget."
+        "phrase-level scoring, which the paper leaves to future work), each measured on the retention and "
+        "perplexity tasks at one budget."
     ),
     "allocation": (
         "Not in the paper, which keeps one token set for every layer and head (its Algorithm 3) and declines to "

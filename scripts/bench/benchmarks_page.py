@@ -118,7 +118,7 @@ def main() -> None:
         titled, drawn = (statistics.median(t[i] for t in times) for i in (0, 1))
         print(f"{name}: title shown {titled:.1f} s, last chart drawn {drawn:.1f} s")
     print(f"in the app (a click in the sidebar of another page): last chart drawn {statistics.median(navigated):.1f} s")
-    print("target (issue 29): warm <= 3 s to the last chart")
+    print("target: warm <= 3 s to the last chart")
 
 
 if __name__ == "__main__":

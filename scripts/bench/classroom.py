@@ -16,7 +16,7 @@ Printed: each session's time against its solo time and against its bound (the so
 clicked before it plus its own: the queue's best case); the CPU seconds of the server, the model worker and the
 browsers (psutil, user + system, over each phase, every process of each tree); and whether every session ended
 without an error showing its own document's result (its prompt's token count and the start of its solo output).
-Targets (issue 27, not asserted): the identical sessions finish within 1.2x of one solo run; no session waits more
+Targets (not asserted): the identical sessions finish within 1.2x of one solo run; no session waits more
 than its bound plus 20%. On a small machine the browsers share the server's cores: the CPU split says how much.
 ``--protocol`` replaces chromium with websocket clients of Streamlit's own protocol (``protocol_tab.py``): each asks
 the server for every rerun and fragment poll a tab asks for and receives every delta, but draws nothing, so the

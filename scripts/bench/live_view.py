@@ -9,7 +9,7 @@ machine's speed hits both. Printed, as medians: click to the first live rows (on
 view, and the engine time the page reports ("Total time"); with the ratio on / off of the last two.
 
 On 2 cores, whatever the server and the browser spend on drawing is taken from the worker's two torch
-threads: the ratio is that price. Issue 14 asks for at least one update a second and the first rows
+threads: the ratio is that price. The target is at least one update a second and the first rows
 within 1.5 s of the click on a warm server; it sets no bound on the price, which is why the setting exists.
 Run: ``python scripts/bench/live_view.py [--repeats 3]``
 """
