@@ -620,7 +620,7 @@ def test_every_task_is_described_once_in_the_registry():
 
 
 def test_one_budget_rule_labels_every_budget():
-    from ccviz.bench.budget import budget_text, is_share
+    from ccviz.engine.budget import budget_text, is_share
 
     assert is_share(1.0) and not is_share(2)
     assert budget_text(0.25) == "J=25%" and budget_text(512.0) == "J=512"

@@ -16,18 +16,18 @@ from conftest import bench_quick
 from streamlit.testing.v1 import AppTest
 
 from ccviz.bench.command import TASKS
-from ccviz.bench.reproduce import reproduce_command
-from ccviz.bench.results import results_dir
-from ccviz.bench.tasks.ablation import RETENTION_BUDGET, ablation_specs
-from ccviz.bench.tasks.needle import RULER_VARIANTS, RulerSettings
-from ccviz.bench.tasks.retention import RetentionSettings
-from ccviz.figures.benchmarks import (
+from ccviz.bench.figures import (
     divergence_figure,
     perplexity_figure,
     rate_figure,
     refresh_cost_figure,
     refresh_seconds_figure,
 )
+from ccviz.bench.reproduce import reproduce_command
+from ccviz.bench.results import results_dir
+from ccviz.bench.tasks.ablation import RETENTION_BUDGET, ablation_specs
+from ccviz.bench.tasks.needle import RULER_VARIANTS, RulerSettings
+from ccviz.bench.tasks.retention import RetentionSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 NAN = float("nan")

@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
-from ..figures.benchmarks import (
+from .figures import (
     divergence_figure,
     evicting,
     perplexity_figure,
@@ -24,8 +24,8 @@ from ..figures.benchmarks import (
     refresh_cost_figure,
     refresh_seconds_figure,
 )
-from ..figures.needle import ruler_figure
 from .metrics import summarise_rates
+from .needle_figures import ruler_figure
 from .progress import TaskFiles, read_task
 from .registry import TASKS, BenchTask, Frames, find_task, load
 from .report import provenance_line

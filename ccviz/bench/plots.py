@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .budget import budget_text
+from ..engine.budget import budget_text
 from .registry import TASKS, load
 from .specs import split_protocol
 

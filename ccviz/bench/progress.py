@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..figures.benchmarks import FULL, evicting
+from .figures import FULL, evicting
 from .registry import TASKS, BenchTask, Part, load
 from .tasks.efficiency import timed_sizes
 

@@ -1,8 +1,8 @@
 """Figures and HTML views built from a :class:`~ccviz.trace.Trace` alone: no Streamlit, no model.
 
 The app, the Traces page (uploaded files) and the tests all use these same builders, so what a user
-sees for a live run and for a reloaded trace is identical.
-(:mod:`.benchmarks` is the exception: it draws the benchmark harness's result frames.)
+sees for a live run and for a reloaded trace is identical. The benchmark harness's figures live with it
+(:mod:`ccviz.bench.figures`).
 """
 
 from .compare import PhraseSurvival, jaccard_matrix, overlap_heatmap, phrase_survival, run_summary

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ..bench.budget import budget_text, cache_size_for
 from ..bench.data.haystack import KINDS, TASKS, make_haystack_case, token_count
 from ..bench.tasks.needle import NeedleSettings
 from ..bench.tasks.survival import prepare
+from ..engine.budget import budget_text, cache_size_for
 from ..errors import CcvizError
 from ..models import load_tokenizer
+from .keys import EXPECT_KEY, QUESTION_KEY
 from .limits import max_tokens
 from .model_picker import chosen_source
-from .question import EXPECT_KEY, QUESTION_KEY
 
 NEEDLE_KEY = "doc.needle"  # the generated needle's sentence, while the text box still holds its document
 BUDGET = NeedleSettings().budgets[0]

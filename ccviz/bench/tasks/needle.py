@@ -23,9 +23,9 @@ from typing import Any, ClassVar
 
 import pandas as pd
 
+from ...engine.budget import check_budget
 from ...fields import Validated, choice, number, whole
 from ...models import LoadedModel
-from ..budget import check_budget
 from ..data.haystack import KINDS, RULER_TASKS, HaystackCase, make_haystack_case
 from ..dispatch import Workers
 from ..metrics import answer_matches, summarise_rates

@@ -21,11 +21,11 @@ from typing import Any, Protocol
 import pandas as pd
 
 from ...engine import generate
+from ...engine.budget import cache_size_for
 from ...models import LoadedModel, model_name
 from ...policies import Policy
 from ...prompts import join_question
 from ...trace import Trace
-from ..budget import cache_size_for
 from ..data.spans import PromptTokens, prompt_tokens
 from ..dispatch import Measure, Workers, measure_into
 from ..metrics import kept_before

@@ -13,7 +13,7 @@ import pandas as pd
 import plotly.colors
 import plotly.graph_objects as go
 
-from .layout import legible, spec_lines
+from ..figures.layout import legible, spec_lines
 
 FULL = "full"
 

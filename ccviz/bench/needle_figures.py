@@ -13,9 +13,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..bench.budget import budget_text
-from .benchmarks import FULL, RATES
-from .layout import LEGEND_BELOW, legible, spec_lines, wrapped
+from ..engine.budget import budget_text
+from ..figures.layout import LEGEND_BELOW, legible, spec_lines, wrapped
+from .figures import FULL, RATES
 
 MAP_SCALE = [[0.0, "#c92a2a"], [0.5, "#fcc419"], [1.0, "#2b8a3e"]]  # lost, half, kept
 DIFFERENCE_SCALE = "RdBu"
