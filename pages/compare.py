@@ -11,10 +11,10 @@ from ccviz.ui.inputs import (
     budget_input,
     decoding_input,
     document_input,
-    landed,
     policy_input,
     unit_input,
 )
+from ccviz.ui.landing import landed
 from ccviz.ui.links import linked
 from ccviz.ui.question import expected_answer_input, keep_question_input, protect_question, question_input
 from ccviz.ui.state import run_controls

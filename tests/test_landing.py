@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 from test_app import _fresh_session, set_document
 
-from ccviz.ui import inputs
-from ccviz.ui.question import EXPECT_KEY, QUESTION_KEY
+from ccviz.ui import inputs, landing
+from ccviz.ui.keys import EXPECT_KEY, QUESTION_KEY
 from ccviz.ui.samples import landing_sample, load_samples
 
 SMOLLM2 = "SmolLM2-135M-Instruct"
@@ -20,7 +20,7 @@ SMOLLM2 = "SmolLM2-135M-Instruct"
 
 @pytest.fixture
 def on_smollm2(monkeypatch, tiny_worker):
-    monkeypatch.setattr(inputs, "chosen_model", lambda *_: SMOLLM2)
+    monkeypatch.setattr(landing, "chosen_model", lambda *_: SMOLLM2)
     return landing_sample(load_samples(), SMOLLM2)
 
 

@@ -17,11 +17,12 @@ from ..engine import RunConfig
 from ..errors import CcvizError
 from ..fields import rule_of
 from ..policies import POLICIES, make_policy
+from .keys import EXPECT_KEY, QUESTION_KEY
+from .landing import landed, landing, sample_values, samples
 from .limits import DEFAULT_MAX_TOKENS, MAX_TOKENS_ENV, max_tokens, max_upload_bytes
 from .links import (
     DOC_PARAM,
     as_bool,
-    initial_params,
     link_problems,
     link_text,
     linked,
@@ -33,8 +34,6 @@ from .links import (
 from .model_picker import chosen_model
 from .needle_sample import NEEDLE_KEY, needle_generator, needle_loaded
 from .options import option_specs
-from .question import EXPECT_KEY, QUESTION_KEY
-from .samples import Sample, landing_sample, load_samples
 from .uploads import decode_document
 
 DEFAULT_TEXT = (
@@ -44,58 +43,15 @@ DEFAULT_TEXT = (
     "Where is the spare key to the east wing kept?"
 )
 SESSION = "session"  # widget values survive page switches
-LANDING_KEY = "doc.landing"  # the title of the sample this session landed on (None: it did not)
 OPENING = 80  # characters: a document that still holds a sample's opening is an edit of that sample
-
-
-@st.cache_data(show_spinner=False)
-def _samples() -> list[Sample]:
-    return load_samples()
-
-
-def _landing() -> Sample | None:
-    """The sample a newcomer lands on, decided once per session: on a session opened on a bare link, the first
-    sample measured to demonstrate on its model (a link names what it restores, so a session opened on one keeps
-    to it); None otherwise."""
-    if LANDING_KEY not in st.session_state:
-        sample = None if initial_params() else landing_sample(_samples(), chosen_model())
-        st.session_state[LANDING_KEY] = None if sample is None else sample.title
-    return next((s for s in _samples() if s.title == st.session_state[LANDING_KEY]), None)
-
-
-def landed(key: str, value: Any) -> Any:
-    """Widget ``key``'s default: the landing sample's value (its document, question, expected answer, budget and
-    key phrase, as a pick from the menu loads them) in a session that lands, else ``value``. Defaults, not
-    session state: a value written before its widget first exists is dropped by Streamlit on a page switch.
-    Links still compare against the plain defaults, so a landed session's link names the sample's values."""
-    sample = _landing()
-    return value if sample is None else _sample_values(sample).get(key, value)
-
-
-def _sample_values(sample: Sample) -> dict[str, Any]:
-    """The widget values a sample loads: its document, question and answer, chat switch, new tokens and phrase,
-    and the budget it was measured to demonstrate at (h = J/4)."""
-    values = {
-        "doc.text": sample.text,
-        "doc.chat": sample.chat,
-        QUESTION_KEY: sample.question or "",
-        EXPECT_KEY: sample.answer or "",
-        "run.max_new": sample.max_new_tokens,
-        "cmp.max_new": sample.max_new_tokens,
-        "cmp.phrase": sample.key_phrase,
-    }
-    if sample.cache_size is not None:
-        for page in ("run", "cmp"):
-            values[f"{page}.J"], values[f"{page}.h"] = sample.cache_size, None
-    return values
 
 
 def _load_sample() -> None:
     title = st.session_state.get("doc.sample")
-    sample = next((s for s in _samples() if s.title == title), None)
+    sample = next((s for s in samples() if s.title == title), None)
     if sample is None:
         return
-    for key, value in _sample_values(sample).items():
+    for key, value in sample_values(sample).items():
         st.session_state[key] = value
     st.session_state.pop(NEEDLE_KEY, None)
 
@@ -104,7 +60,7 @@ def _sample_left() -> None:
     """A document that replaces a loaded sample takes the sample's question and expected answer with it (while
     the boxes still hold them as loaded): the landing sample's question must not be asked of a pasted text.
     An edit of the sample (its opening kept) keeps them."""
-    sample = next((s for s in _samples() if s.title == st.session_state.get("doc.sample")), None)
+    sample = next((s for s in samples() if s.title == st.session_state.get("doc.sample")), None)
     if sample is None or sample.text[:OPENING] in st.session_state.get("doc.text", ""):
         return
     for key, loaded in ((QUESTION_KEY, sample.question), (EXPECT_KEY, sample.answer)):
@@ -127,14 +83,14 @@ def _load_upload() -> None:
 
 def document_input() -> tuple[str, bool]:
     """The document: pasted, picked from the samples or uploaded (which fill the text box); and chat/raw."""
-    landing = _landing()
+    landing_sample = landing()
     left, middle, right = st.columns([3, 2, 2], vertical_alignment="bottom")
-    labels = {s.title: s.label(chosen_model()) for s in _samples()}
+    labels = {s.title: s.label(chosen_model()) for s in samples()}
     left.selectbox(
         "Sample document",
         list(labels),
         format_func=labels.__getitem__,
-        index=None if landing is None else list(labels).index(landing.title),
+        index=None if landing_sample is None else list(labels).index(landing_sample.title),
         key="doc.sample",
         placeholder="Load a sample document…",
         on_change=_load_sample,

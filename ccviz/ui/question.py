@@ -14,10 +14,10 @@ import re
 
 import streamlit as st
 
+from .keys import EXPECT_KEY, QUESTION_KEY
+from .landing import landed
 from .links import QUESTION_PARAM, as_bool, link_problems, link_text, linked, linked_text
 
-QUESTION_KEY = "doc.question"  # shared by every page with a Question box, like the document's "doc.text"
-EXPECT_KEY = "doc.expect"  # the Expected answer box, shared the same way
 PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
 
 
@@ -42,8 +42,6 @@ def _split_off() -> None:
 def question_input(document: str) -> str | None:
     """The Question box under the document (None when empty), and a hint when the document ends with a question
     and the box is empty. A whitespace-only question is passed on, so the run says it is empty."""
-    from .inputs import landed  # which imports this module's keys
-
     question = st.text_area(
         "Question (optional)",
         value=landed(QUESTION_KEY, linked_text(QUESTION_PARAM, "")),
@@ -66,8 +64,6 @@ def question_input(document: str) -> str | None:
 
 def expected_answer_input() -> str | None:
     """The Expected answer box (None when blank): each run then opens with its verdict. It changes no run."""
-    from .inputs import landed  # which imports this module's keys
-
     answer = st.text_input(
         "Expected answer (optional)",
         value=landed(EXPECT_KEY, linked(EXPECT_KEY, "")),
