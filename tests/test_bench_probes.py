@@ -25,7 +25,7 @@ RATIOS = {  # what each report compares, against a baseline measured in the same
     ],
     "attention": [
         r"ratio \d+\.\d{3}$",
-        r"^ +\d+ +\d+\.\d{3} +\d+\.\d{3} +(\d\.\de-\d\dx \( *\d+\.\d\dx\) *){4}$",
+        r"^ +\d+ +\d+\.\d{3} +\d+\.\d{3} +(\d\.\de[-+]\d\dx \( *\d+\.\d\dx\) *){4}$",  # e+00 on a loaded machine
         r"^ +h2o +\d+\.\d tokens/s   \d+\.\d\dx full$",
     ],
 }
