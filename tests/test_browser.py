@@ -81,7 +81,7 @@ def _documentation_screenshot(page, anchor, name: str, tmp_path: Path) -> Path:
     """A 1400 x 900 picture of the page scrolled so ``anchor`` is at the top, for the README.
 
     Always written to ``tmp_path`` and checked; also copied into ``$CCVIZ_SCREENSHOTS`` when that is set
-    (``CCVIZ_SCREENSHOTS=docs/images python -m pytest tests/test_browser.py -k test_paste_run_and_compare``).
+    (``CCVIZ_SCREENSHOTS=docs/images python -m pytest tests/test_browser.py -k "paste_run or newcomer"``).
     """
     before = page.viewport_size
     page.mouse.move(0, 0)  # no hover label in the picture
@@ -104,7 +104,7 @@ def _documentation_screenshot(page, anchor, name: str, tmp_path: Path) -> Path:
     return path
 
 
-def test_paste_run_and_compare(app_url, tmp_path):
+def test_paste_run_and_open_compare(app_url, tmp_path):
     from playwright.sync_api import sync_playwright
 
     from ccviz import POLICIES
@@ -136,27 +136,14 @@ def test_paste_run_and_compare(app_url, tmp_path):
             _documentation_screenshot(page, summary, "retention.png", tmp_path)
             _no_exception(page)
 
-            # Compare: A = sliding, B = counter_causal_fast by default; the document carries over.
+            # Compare: A = sliding, B = counter_causal_fast by default; the document carries over (the newcomer's
+            # walk below runs it).
             page.get_by_role("link", name="Compare").click()
             page.wait_for_selector("text=Compare policies")
             idle(page)
             assert page.get_by_role("textbox", name="Document or prompt").input_value() == document
             sidebar = page.locator("[data-testid='stSidebar']").inner_text()
             assert POLICIES["sliding"].summary in sidebar and POLICIES["counter_causal_fast"].summary in sidebar
-            set_number(page, "Cache size J", 64)
-            set_number(page, "Max new tokens", 16)
-            phrase = page.get_by_role("textbox", name="Phrase to track")
-            phrase.fill("17 crates")  # the sample's key fact: a view setting, nothing reruns the model for it
-            phrase.press("Enter")
-            idle(page)
-            page.get_by_role("button", name="Run all").click()
-            page.wait_for_selector("text=Kept-set overlap", timeout=RUN_TIMEOUT_MS)
-            idle(page)
-            _no_exception(page)
-            assert page.locator(".js-plotly-plot").count() >= 2  # the side-by-side heatmaps and the overlap matrix
-            page.screenshot(path=str(ARTIFACTS / "compare_page.png"))
-            survived = page.locator("h3").filter(has_text="survive?").first  # the phrase badges, then the heatmaps
-            _documentation_screenshot(page, survived, "compare.png", tmp_path)
             _no_exception(page)
 
 
@@ -196,6 +183,10 @@ def test_a_newcomer_sees_one_policy_evict_the_answer_and_another_keep_it_in_two_
             _no_exception(page)
             expect(page.locator("p", has_text="Answered: no").first).to_contain_text("was evicted at refresh")
             expect(page.locator("p", has_text="Answered: yes").first).to_be_visible()
+            assert page.locator(".js-plotly-plot").count() >= 2  # the side-by-side heatmaps and the overlap matrix
+            page.screenshot(path=str(ARTIFACTS / "compare_page.png"))
+            survived = page.locator("h3").filter(has_text="survive?").first  # the phrase badges, then the heatmaps
+            _documentation_screenshot(page, survived, "compare.png", tmp_path)
 
             page.get_by_role("link", name="Run & retention").click()  # the same run as column B
             page.get_by_role("button", name="Run", exact=True).click()
