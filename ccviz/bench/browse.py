@@ -18,7 +18,6 @@ import plotly.graph_objects as go
 
 from .figures import (
     divergence_figure,
-    evicting,
     perplexity_figure,
     rate_figure,
     refresh_cost_figure,
@@ -31,6 +30,7 @@ from .registry import TASKS, BenchTask, Frames, find_task, load
 from .report import provenance_line
 from .reproduce import plain_command, reproduce_command
 from .results import load_results
+from .specs import evicting
 
 UNREADABLE = (ValueError, KeyError, TypeError, IndexError, OSError)  # a file being written, or from another version
 

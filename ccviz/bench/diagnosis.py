@@ -39,6 +39,7 @@ from ..engine.units import group_units, token_classes
 from ..trace import Trace
 from .data.documents import INSTRUCTION
 from .metrics import cache_before
+from .specs import FULL, evicting
 from .tasks.survival import Prepared
 
 if TYPE_CHECKING:
@@ -213,14 +214,14 @@ def summarise_diagnosis(rows: pd.DataFrame) -> pd.DataFrame:
     rows = rows.copy()
     for column in (*present, "survived", "answered"):
         rows[column] = pd.to_numeric(rows[column], errors="coerce")
-    full = rows[rows.policy == "full"].drop_duplicates("case").set_index("case")
+    full = rows[rows.policy == FULL].drop_duplicates("case").set_index("case")
     for joined, measure in FULL_READINGS.items():
         if measure in present:
             rows[joined] = rows["case"].map(full[measure])
     measures = [m for m in SUMMARY_MEASURES if m in rows.columns]
     rows = rows[(rows.survived == 1) & rows.answered.notna() & rows[present].notna().any(axis=1)]
     groups = [(str(policy), group) for policy, group in rows.groupby("policy", sort=False)]
-    groups.append(("all", rows[rows.policy != "full"]))
+    groups.append(("all", evicting(rows)))
     out = []
     for policy, group in groups:
         answered = group.answered == 1

@@ -14,13 +14,7 @@ import plotly.colors
 import plotly.graph_objects as go
 
 from ..figures.layout import legible, spec_lines
-
-FULL = "full"
-
-
-def evicting(frame: pd.DataFrame) -> pd.DataFrame:
-    """The rows of the policies that evict (everything but the full-cache reference)."""
-    return frame[frame["policy"] != FULL] if "policy" in frame else frame.iloc[0:0]
+from .specs import FULL, evicting
 
 
 def full_value(frame: pd.DataFrame, column: str) -> float | None:

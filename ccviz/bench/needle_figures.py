@@ -15,7 +15,8 @@ from plotly.subplots import make_subplots
 
 from ..engine.budget import budget_text
 from ..figures.layout import LEGEND_BELOW, legible, spec_lines, wrapped
-from .figures import FULL, RATES
+from .figures import RATES
+from .specs import FULL
 
 MAP_SCALE = [[0.0, "#c92a2a"], [0.5, "#fcc419"], [1.0, "#2b8a3e"]]  # lost, half, kept
 DIFFERENCE_SCALE = "RdBu"

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 import pandas as pd
 
 from .metrics import sign_test
-from .specs import PolicySpec, parse_spec, split_protocol, with_protocol
+from .specs import PolicySpec, evicting, parse_spec, split_protocol, with_protocol
 
 COUNTS = ["default", "cases", "wins", "losses", "p"]
 TOTALS = ["total", "reference_total"]  # each side's sum of the measure over the paired cases
@@ -46,8 +46,8 @@ def paired_with_defaults(
     cases where the variant's ``measure`` is higher (``wins``; for survival, only the variant kept the
     fact), where it is lower (``losses``), and the exact sign test's p. A share (``kept_share``) pairs the
     same way, so a task no policy keeps whole still shows which form keeps more of it."""
-    evicting = rows[rows.policy != "full"]
-    return _paired(evicting, default_labels(evicting.policy), measure, case, by)
+    measured = evicting(rows)
+    return _paired(measured, default_labels(measured.policy), measure, case, by)
 
 
 def paired_with(
@@ -61,10 +61,10 @@ def paired_with(
     the same cases, as :func:`paired_with_defaults` pairs each with its default; ``by=()`` pools every group,
     pairing on ``case`` (pass ``case=("case", "budget")`` to pair case x budget). Empty if ``reference`` was
     measured under neither protocol."""
-    evicting = rows[rows.policy != "full"]
-    labels = set(evicting.policy)
+    measured = evicting(rows)
+    labels = set(measured.policy)
     references = {label: with_protocol(reference, split_protocol(label)[1]) for label in labels}
-    return _paired(evicting, {k: v for k, v in references.items() if v in labels}, measure, case, by)
+    return _paired(measured, {k: v for k, v in references.items() if v in labels}, measure, case, by)
 
 
 def paired_protocols(
@@ -74,10 +74,10 @@ def paired_protocols(
     question kept apart, ``default`` its twin with the question evictable (``protect_question=False``),
     ``wins`` the cases where keeping the question apart scored higher (an answer gained), ``losses`` lower,
     ``total`` / ``reference_total`` each one's sum of ``measure`` over the paired cases. Empty without a twin."""
-    evicting = rows[rows.policy != "full"]
-    labels = set(evicting.policy)
+    measured = evicting(rows)
+    labels = set(measured.policy)
     twins = {label: with_protocol(label, False) for label in labels if split_protocol(label)[1]}
-    return _paired(evicting, {k: v for k, v in twins.items() if v in labels}, measure, case, by)
+    return _paired(measured, {k: v for k, v in twins.items() if v in labels}, measure, case, by)
 
 
 def _paired(

@@ -16,7 +16,7 @@ import pandas as pd
 
 from ..engine.budget import budget_text
 from .registry import TASKS, load
-from .specs import split_protocol
+from .specs import FULL, evicting, split_protocol
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 720, 360, 60, 220, 30, 45
@@ -150,13 +150,13 @@ def _by_policy(summary: pd.DataFrame, x: str, y: str, scale: float = 1.0) -> dic
 
 
 def retention_charts(retention: pd.DataFrame, style: dict) -> dict[str, str]:
-    evicting = retention[retention.policy != "full"].assign(budget=lambda f: 100 * f.budget)
+    measured = evicting(retention).assign(budget=lambda f: 100 * f.budget)
     charts = {}
     for measure, label in (("survival", "fact survival (%)"), ("accuracy", "answer accuracy (%)")):
-        if evicting[measure].isna().all():  # a survival-only run (accuracy_cases=0): nothing to draw
+        if measured[measure].isna().all():  # a survival-only run (accuracy_cases=0): nothing to draw
             continue
         charts[f"{measure}.svg"] = line_chart(
-            _by_policy(evicting, "budget", measure, 100),
+            _by_policy(measured, "budget", measure, 100),
             title=f"Rare-fact retention: {label.split(' (')[0]}",
             x_label="budget J (% of the document)",
             y_label=label,
@@ -169,7 +169,7 @@ def retention_charts(retention: pd.DataFrame, style: dict) -> dict[str, str]:
 def perplexity_charts(perplexity: pd.DataFrame, style: dict) -> dict[str, str]:
     return {
         "perplexity.svg": line_chart(
-            _by_policy(perplexity[perplexity.policy != "full"], "budget", "delta_nll"),
+            _by_policy(perplexity[perplexity.policy != FULL], "budget", "delta_nll"),
             log_x=True,
             **style,
             title="Long-text perplexity: NLL gap to the full cache",
@@ -196,8 +196,8 @@ def needle_charts(summary: pd.DataFrame, style: dict) -> dict[str, str]:
     """One map per policy and budget (the full cache at its own)."""
     charts = {}
     for (policy, budget), cells in summary.groupby(["policy", "budget"], sort=False):
-        at = "" if policy == "full" else budget_text(budget, " at J = {:.0%}", " at J = {:d}")
-        suffix = "" if policy == "full" or summary["budget"].nunique() <= 2 else f"-{budget:g}"
+        at = "" if policy == FULL else budget_text(budget, " at J = {:.0%}", " at J = {:d}")
+        suffix = "" if policy == FULL or summary["budget"].nunique() <= 2 else f"-{budget:g}"
         charts[f"needle-{policy.replace(':', '-').replace('=', '-').replace(',', '-')}{suffix}.svg"] = heatmap_chart(
             cells, title=f"Needle survival: {policy}{at}"
         )
@@ -223,7 +223,7 @@ def write_plots(results: dict, directory: Path) -> list[Path]:
     sources = [entry.charts for entry in TASKS if entry.charts is not None]
     frames = {c.source: results.get(c.source) for c in sources}
     frames = {name: frame for name, frame in frames.items() if frame is not None and not frame.empty}
-    labels = [list(dict.fromkeys(label for label in frame["policy"] if label != "full")) for frame in frames.values()]
+    labels = [list(dict.fromkeys(label for label in frame["policy"] if label != FULL)) for frame in frames.values()]
     style = {"colours": colours(labels)}
     written = []
     for charts in sources:

@@ -15,8 +15,8 @@ from typing import Any
 
 import pandas as pd
 
-from .figures import FULL, evicting
 from .registry import TASKS, BenchTask, Part, load
+from .specs import FULL, evicting
 from .tasks.efficiency import timed_sizes
 
 

@@ -18,7 +18,7 @@ from .pairing import default_decision, paired_protocols, paired_with, paired_wit
 from .progress import TaskFiles, read_tasks
 from .registry import TASKS, Frames, load
 from .results import load_results
-from .specs import EVICTABLE, split_protocol, titled
+from .specs import EVICTABLE, FULL, evicting, split_protocol, titled
 from .tasks.retention import summarise as summarise_retention
 
 KEPT_APART = "question kept apart (the field's protocol)"
@@ -27,7 +27,7 @@ STREAMED = "question evictable (the paper's protocol)"
 
 def protocol_text(labels: Iterable[str]) -> str:
     """Under which question protocol the evicting rows of ``labels`` ran, as a caption says it."""
-    kept = {split_protocol(label)[1] for label in labels if label != "full"}
+    kept = {split_protocol(label)[1] for label in labels if label != FULL}
     if kept == {False}:
         return STREAMED
     if False in kept:
@@ -114,14 +114,14 @@ def _parenthesised(parts: list[str]) -> str:
 def retention_tables(summary: pd.DataFrame, rows: pd.DataFrame | None = None) -> str:
     """Answers, then survival (the diagnosis), per policy x budget; given the measured rows, also the
     breakdown by fact and the paired tests on answers."""
-    evicting = summary[summary.policy != "full"]
-    accuracy, accuracy_count = _rate_table(evicting, "accuracy")
-    survival, survival_count = _rate_table(evicting, "survival")
-    full = summary[summary.policy == "full"]
+    measured = evicting(summary)
+    accuracy, accuracy_count = _rate_table(measured, "accuracy")
+    survival, survival_count = _rate_table(measured, "survival")
+    full = summary[summary.policy == FULL]
     ceiling = (
         _percent(full.accuracy.iloc[0], full.accuracy_low.iloc[0], full.accuracy_high.iloc[0]) if len(full) else "-"
     )
-    asked = protocol_text(evicting.policy)
+    asked = protocol_text(measured.policy)
     tables = (
         f"Answers (the model's greedy answer contains the fact), {accuracy_count}, Wilson 95% "
         f"interval, {asked}; full-cache ceiling on the same cases: **{ceiling}**:\n\n{_markdown(accuracy)}\n\n"
@@ -309,12 +309,12 @@ def retention_diagnosis(rows: pd.DataFrame) -> str:
 def retention_breakdown(rows: pd.DataFrame) -> str:
     """Survival by fact type and by where the fact sits in the document, at the middle budget: what a
     policy keeps (recency keeps late facts only; a score that ignores position can keep early ones)."""
-    evicting = rows[rows.policy != "full"]
-    if evicting.empty:
+    measured = evicting(rows)
+    if measured.empty:
         return ""
-    budgets = sorted(evicting.budget.unique())
+    budgets = sorted(measured.budget.unique())
     budget = budgets[len(budgets) // 2]
-    cells = evicting[evicting.budget == budget]
+    cells = measured[measured.budget == budget]
     cells = cells.assign(
         third=pd.cut(cells.position, [-0.01, 1 / 3, 2 / 3, 1.0], labels=["first third", "middle third", "last third"])
     )
@@ -332,8 +332,8 @@ def retention_breakdown(rows: pd.DataFrame) -> str:
 
 
 def perplexity_table(summary: pd.DataFrame) -> str:
-    full = summary[summary.policy == "full"]
-    table = _pivot(summary[summary.policy != "full"], lambda r: f"{r.nll:.3f} ({r.delta_nll:+.3f})", lambda b: f"J={b}")
+    full = summary[summary.policy == FULL]
+    table = _pivot(evicting(summary), lambda r: f"{r.nll:.3f} ({r.delta_nll:+.3f})", lambda b: f"J={b}")
     reference = f"{full.nll.iloc[0]:.3f} (perplexity {full.perplexity.iloc[0]:.2f})" if len(full) else "-"
     return (
         f"Mean next-token NLL in nats (gap to the full cache); full cache: **{reference}**, "
@@ -343,11 +343,11 @@ def perplexity_table(summary: pd.DataFrame) -> str:
 
 def decode_table(summary: pd.DataFrame) -> str:
     table = _pivot(
-        summary[summary.policy != "full"],
+        evicting(summary),
         lambda r: f"{r.first_divergence_median:.0f} / {100 * r.repeated_4grams:.0f}%",
         lambda b: f"J={b}",
     )
-    full = summary[summary.policy == "full"]
+    full = summary[summary.policy == FULL]
     reference = f"{100 * full.repeated_4grams.iloc[0]:.0f}%" if len(full) else "-"
     return (
         "Median first divergent token from the full cache's output / repeated 4-grams "
@@ -400,7 +400,7 @@ FACT_TYPES_OF_INTEREST = ("identifier", "number")  # the facts token-level scori
 
 def _survival_by_type(rows: pd.DataFrame, types: tuple[str, ...]) -> pd.DataFrame:
     """Kept / cases per policy for each of ``types`` (all budgets of the rows together)."""
-    cells = rows[(rows.policy != "full") & rows.fact_type.isin(types)]
+    cells = rows[(rows.policy != FULL) & rows.fact_type.isin(types)]
     counts = cells.groupby(["policy", "fact_type"], sort=False).survived.agg(["sum", "size"])
     frame = counts.apply(lambda r: f"{int(r['sum'])}/{int(r['size'])}", axis=1).unstack("fact_type")
     return frame.reindex(columns=list(types)).rename(columns=lambda t: f"{t}s kept")
@@ -423,7 +423,7 @@ def ablation_table(
     and the specs measured under both question protocols."""
     parts, caption, twins = [], "The perplexity gap, per spec:", ""
     if retention is not None and not retention.empty:
-        r = retention[retention.policy != "full"].set_index("policy")
+        r = retention[retention.policy != FULL].set_index("policy")
         columns = {
             "survival": [
                 _percent(*v) for v in r[["survival", "survival_low", "survival_high"]].itertuples(index=False)
@@ -446,7 +446,7 @@ def ablation_table(
             parts.append(_survival_by_type(retention_rows, FACT_TYPES_OF_INTEREST))
             twins = protocol_pairing(retention_rows)
     if perplexity is not None and not perplexity.empty:
-        p = perplexity[perplexity.policy != "full"].set_index("policy")
+        p = perplexity[perplexity.policy != FULL].set_index("policy")
         gaps = _by_spec(p.delta_nll.map(lambda v: f"{v:+.3f}"), list(parts[0].index) if parts else [])
         parts.append(gaps.rename("NLL gap to full").to_frame())
     if not parts:
@@ -496,7 +496,7 @@ def allocation_tables(
     heads) holding the whole fact, accuracy, NLL gap, and what the cell cost (peak K/V, refresh time)."""
     parts = []
     if retention_rows is not None and not retention_rows.empty:
-        rows = retention_rows[retention_rows.policy != "full"]
+        rows = retention_rows[retention_rows.policy != FULL]
         summary = summarise_retention(rows)
         first, last = _cell_columns(
             summary, _allocation_costs(rows, ["policy", "budget"]).set_index(["policy", "budget"]), ".3f"
@@ -521,8 +521,8 @@ def allocation_tables(
         parts.append(f"Rare-fact retention per cell, {protocol_text(rows.policy)}:\n\n" + _markdown(table))
         parts.append(protocol_pairing(retention_rows))
     if perplexity_summary is not None and not perplexity_summary.empty and perplexity_rows is not None:
-        summary = perplexity_summary[perplexity_summary.policy != "full"]
-        costs = _allocation_costs(perplexity_rows[perplexity_rows.policy != "full"], ["policy", "budget"]).set_index(
+        summary = perplexity_summary[perplexity_summary.policy != FULL]
+        costs = _allocation_costs(perplexity_rows[perplexity_rows.policy != FULL], ["policy", "budget"]).set_index(
             ["policy", "budget"]
         )
         first, last = _cell_columns(summary, costs, ".2f")
@@ -547,13 +547,13 @@ def needle_tables(rows: pd.DataFrame) -> str:
     """The maps in numbers: per policy and budget over the whole map, then by length, by depth and by kind."""
     if rows.empty:
         return ""
-    evicting = rows[rows.policy != "full"]
+    measured = evicting(rows)
     overall = summarise_rates(rows, ["policy", "budget"])
-    full = overall[overall.policy == "full"]
+    full = overall[overall.policy == FULL]
     ceiling = (
         _percent(full.accuracy.iloc[0], full.accuracy_low.iloc[0], full.accuracy_high.iloc[0]) if len(full) else "-"
     )
-    cells = overall[overall.policy != "full"]
+    cells = overall[overall.policy != FULL]
     table = pd.DataFrame(
         {
             "policy": cells.policy.tolist(),
@@ -565,17 +565,17 @@ def needle_tables(rows: pd.DataFrame) -> str:
     )
 
     def by(column: str, label: Callable[[Any], str]) -> str:
-        counts = summarise_rates(evicting, ["policy", "budget", column])
+        counts = summarise_rates(measured, ["policy", "budget", column])
         counts = counts.assign(
             row=counts.policy + " " + counts.budget.map(budget_text),
             column=counts[column].map(label),
             cell=[_rate_cell(int(r.survived), int(r.n)) for r in counts.itertuples()],
         )
-        order = [label(v) for v in sorted(evicting[column].unique())]
+        order = [label(v) for v in sorted(measured[column].unique())]
         frame = counts.pivot(index="row", columns="column", values="cell").reindex(list(dict.fromkeys(counts.row)))
         return _markdown(frame.reindex(columns=order).fillna("-").reset_index().rename(columns={"row": "policy"}))
 
-    asked = protocol_text(evicting.policy)
+    asked = protocol_text(measured.policy)
     parts = [
         f"Over the whole map (every depth x length), Wilson 95% intervals, {asked}; full-cache accuracy: "
         f"**{ceiling}**:\n\n{_markdown(table)}",
@@ -597,9 +597,9 @@ def ruler_tables(rows: pd.DataFrame) -> str:
     parts = []
     for task, group in rows.groupby("task", sort=False):
         pooled = summarise_rates(group, ["policy", "budget"])
-        full = pooled[pooled.policy == "full"]
+        full = pooled[pooled.policy == FULL]
         ceiling = f"{100 * full.answer_share.iloc[0]:.0f}%" if len(full) else "-"
-        cells = pooled[pooled.policy != "full"].assign(
+        cells = pooled[pooled.policy != FULL].assign(
             cell=lambda f: [
                 f"{_rate_cell(int(r.survived), int(r.n))} · {100 * r.answer_share:.0f}% · {100 * r.kept_share:.0f}%"
                 for r in f.itertuples()

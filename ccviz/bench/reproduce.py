@@ -17,10 +17,8 @@ from typing import Any
 from ..models import DEFAULT_MODEL
 from .registry import BenchTask, find_task, load, part_of
 from .results import results_dir
-from .specs import PolicySpec, registered_specs
+from .specs import FULL, PolicySpec, registered_specs
 from .tasks import ablation, allocation, efficiency, needle
-
-FULL = PolicySpec("full").label
 
 
 def _plain(value: Any) -> Any:

@@ -35,6 +35,7 @@ ENGINE_KEYS = (
     "sentence_share",
     "protect_question",
 )  # spec keys that are run settings, not policy options
+FULL = "full"  # the label of the full-cache reference, run beside the policies as their ceiling
 QUESTION_KEY = "protect_question"  # the question's protocol: kept apart (True, the default) or evictable
 EVICTABLE = f"{QUESTION_KEY}=False"  # how a label says its question was evictable: its last option
 _ENGINE_RULES = {
@@ -163,6 +164,11 @@ def with_protocol(label: str, protect: bool) -> str:
 # (docs/policies.md#why-the-defaults-are-what-they-are), so every benchmark measures the paper's form of both
 # variants next to them, one option away.
 PAPER_FORMS = {name: PolicySpec(name, (("paper", True),)) for name in ("counter_causal", "counter_causal_fast")}
+
+
+def evicting(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the policies that evict (everything but the full-cache reference)."""
+    return frame[frame["policy"] != FULL] if "policy" in frame else frame.iloc[0:0]
 
 
 def titled(label: str) -> str:

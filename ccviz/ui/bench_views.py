@@ -6,8 +6,8 @@ from __future__ import annotations
 import streamlit as st
 
 from ..bench.browse import Section
-from ..bench.figures import FULL
 from ..bench.needle_figures import needle_difference_figure, needle_map_figure
+from ..bench.specs import FULL
 from ..engine.budget import budget_text
 from .inputs import SESSION
 from .views import chart

@@ -30,9 +30,10 @@ from ..data.spans import PromptTokens, prompt_tokens
 from ..dispatch import Measure, Workers, measure_into
 from ..metrics import kept_before
 from ..results import ResultTable, write_summary
+from ..specs import FULL as FULL_LABEL
 from ..specs import PolicySpec
 
-FULL = PolicySpec("full")
+FULL = PolicySpec(FULL_LABEL)
 FULL_BUDGET = 1.0  # the full cache runs once per case, recorded as budget 1.0 (the whole document)
 
 
