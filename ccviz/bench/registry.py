@@ -12,11 +12,12 @@ task modules.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from ..references import import_ref
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -30,8 +31,7 @@ Ref = str  # "module:attribute", imported by :func:`load`
 
 def load(ref: Ref) -> Any:
     """The object a :data:`Ref` names."""
-    module, _, name = ref.partition(":")
-    return getattr(importlib.import_module(module), name)
+    return import_ref(ref)
 
 
 @dataclass(frozen=True)

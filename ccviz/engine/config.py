@@ -12,7 +12,6 @@ same run in plain words for headings: the policy's human name and only what diff
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from collections.abc import Mapping
 from dataclasses import InitVar, dataclass
 from typing import Any, Protocol
@@ -21,6 +20,7 @@ from ..choices import ALLOCATIONS, GRANULARITIES, POOLS, RECORDS, Allocation, Gr
 from ..errors import CcvizError
 from ..fields import check_fields, choice, flag, number, whole
 from ..policies import POLICIES, Policy, make_policy
+from ..references import import_ref, is_reference
 from .allocation import check_allocation
 
 Options = tuple[tuple[str, Any], ...]
@@ -113,7 +113,7 @@ class RunConfig:
         if not isinstance(self.policy, str):
             raise CcvizError(f"policy must be a policy name, got {self.policy!r}")
         reference = self.policy_class
-        if reference is not None and not (isinstance(reference, str) and _is_reference(reference)):
+        if reference is not None and not (isinstance(reference, str) and is_reference(reference)):
             raise CcvizError(f"policy class must be written 'module:QualName', got {self.policy_class!r}")
         object.__setattr__(self, "policy_options", _options(self.policy_options))
         object.__setattr__(self, "pin", _phrases(self.pin, "pin"))
@@ -359,18 +359,10 @@ def settings_names() -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(RunConfig))
 
 
-def _is_reference(text: str) -> bool:
-    module, colon, qualname = text.partition(":")
-    return bool(colon and module and qualname)
-
-
 def _import_policy(reference: str, name: str) -> type[Policy]:
     """The policy class a ``module:QualName`` reference names, or a one-line error."""
-    module, _, qualname = reference.partition(":")
     try:
-        found: Any = importlib.import_module(module)
-        for part in qualname.split("."):
-            found = getattr(found, part)
+        found = import_ref(reference)
     except Exception as err:  # an ImportError, a missing attribute or the module's own failure
         why = f"{type(err).__name__}: {err}"
         raise CcvizError(f"cannot import the policy class {reference!r} of policy {name!r}: {why}") from None
