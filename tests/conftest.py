@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -162,3 +163,13 @@ def _apptest_runs_through_app_py():
     app_test.PagesManager = NavigationPages
     yield
     app_test.PagesManager = original
+
+
+@pytest.fixture
+def app(monkeypatch, tiny_worker):
+    """A new session of the app on the tiny model, after its first run."""
+    monkeypatch.setenv("CCVIZ_MODEL", "tiny-random")
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.run()
+    assert not at.exception
+    return at

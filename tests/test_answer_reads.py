@@ -7,7 +7,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
-from test_app import DOC, app, configure_run, settle  # noqa: F401  (app is a fixture)
+from app_support import configure_run, settle
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 from ccviz import CcvizError, generate

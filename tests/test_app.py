@@ -6,58 +6,15 @@ does in a browser). The worker is the tiny model's, shared by every test (``tiny
 """
 
 import json
-import time
-from pathlib import Path
 
 import pytest
-from streamlit.testing.v1 import AppTest
+from app_support import DOC, charts, configure_run, fresh_session, set_document, settle
 
 from ccviz.explain import missed_reads
 from ccviz.figures.tokens import MISSED
 from ccviz.ui.jobs import Job
 from ccviz.ui.samples import load_samples
 from ccviz.worker.tasks import FullCacheTask
-
-ROOT = Path(__file__).resolve().parents[1]
-DOC = (
-    "The lighthouse on Gull Rock was built in 1852. Its keeper, Ada Brenn, logged the weather every four hours. "
-    "The lens came from Paris. Supplies arrived by boat when the sea allowed. Who kept the light?"
-)
-
-
-@pytest.fixture
-def app(monkeypatch, tiny_worker):
-    monkeypatch.setenv("CCVIZ_MODEL", "tiny-random")
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
-    at.run()
-    assert not at.exception
-    return at
-
-
-def settle(at: AppTest, timeout: float = 120) -> AppTest:
-    """Rerun until no job of the session is running (a browser's polling fragment does this)."""
-    deadline = time.monotonic() + timeout
-    while any(isinstance(v, Job) and v.running for v in at.session_state.values()):
-        assert time.monotonic() < deadline, "the run did not finish"
-        time.sleep(0.05)
-    return at.run()
-
-
-def charts(at: AppTest):
-    return at.get("plotly_chart")
-
-
-def set_document(at: AppTest, text: str) -> None:
-    at.text_area(key="doc.text").set_value(text)
-
-
-def configure_run(at: AppTest, policy: str, max_new_tokens: int) -> None:
-    """The Run page on DOC with J=16, h=4: a few refreshes in a second or two."""
-    set_document(at, DOC)
-    at.selectbox(key="run.policy").set_value(policy)
-    at.number_input(key="run.J").set_value(16)
-    at.number_input(key="run.h").set_value(4)
-    at.number_input(key="run.max_new").set_value(max_new_tokens)
 
 
 def test_run_page_runs_a_policy_and_shows_the_retention_view(app):
@@ -113,15 +70,6 @@ def test_run_page_explains_why_a_token_was_evicted(app):
     assert all(b.key != "btn.run.explain" for b in app.button)  # nothing to replay, nothing to click
 
 
-def _fresh_session(monkeypatch, params: dict) -> AppTest:
-    """A new browser session (a reload, or a colleague opening a link) with ``params`` as its query string."""
-    monkeypatch.setenv("CCVIZ_MODEL", "tiny-random")
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
-    for key, value in params.items():
-        at.query_params[key] = value
-    return at.run()
-
-
 def test_a_link_restores_document_policy_options_and_budget(app, monkeypatch):
     set_document(app, DOC)
     app.selectbox(key="run.policy").set_value("counter_causal")
@@ -138,7 +86,7 @@ def test_a_link_restores_document_policy_options_and_budget(app, monkeypatch):
     }
     assert params["run.policy"] == "counter_causal" and params["run.J"] == "48" and len(params["doc"]) == 12
     assert "run.frozen" not in params  # settings at their defaults stay out of the link
-    again = _fresh_session(monkeypatch, params)
+    again = fresh_session(monkeypatch, params)
     assert not again.exception and not again.warning
     assert again.text_area(key="doc.text").value == DOC and again.toggle(key="doc.chat").value is False
     assert again.selectbox(key="run.policy").value == "counter_causal"
@@ -148,7 +96,7 @@ def test_a_link_restores_document_policy_options_and_budget(app, monkeypatch):
 
 
 def test_a_link_with_an_unknown_document_says_so_and_keeps_its_settings(app, monkeypatch):
-    at = _fresh_session(monkeypatch, {"doc": "0123456789ab", "run.J": "40", "run.policy": "no_such_policy"})
+    at = fresh_session(monkeypatch, {"doc": "0123456789ab", "run.J": "40", "run.policy": "no_such_policy"})
     assert not at.exception
     lines = [w.value for w in at.warning]
     assert len(lines) == 2 and "#0123456789ab" in lines[0] and "no longer held" in lines[0]

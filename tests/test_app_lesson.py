@@ -11,7 +11,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import plotly.io
 import pytest
-from test_app import ROOT, _fresh_session, app, settle  # noqa: F401  (app is a fixture)
+from app_support import ROOT, fresh_session, settle
 
 from ccviz.ui import lesson as content
 from ccviz.ui.lesson import STEPS, load_lesson
@@ -55,7 +55,7 @@ def test_every_step_draws_from_the_recording_and_next_and_previous_move(app):
 
 
 def test_a_link_opens_its_step(monkeypatch, tiny_worker):
-    at = _fresh_session(monkeypatch, {"step": "3"})
+    at = fresh_session(monkeypatch, {"step": "3"})
     open_lesson(at)
     assert heading(at) == f"3. {STEPS[2].title}"
     assert at.segmented_control(key="step").value == 3
@@ -77,7 +77,7 @@ def test_try_it_opens_its_page_with_the_steps_document_and_settings(app, monkeyp
     app.segmented_control(key="step").set_value(3).run()
     page, params = link_of(app)
     assert page == "run" and params["run.policy"] == "sliding"
-    again = _fresh_session(monkeypatch, params)  # a new tab: a new session opened on the link
+    again = fresh_session(monkeypatch, params)  # a new tab: a new session opened on the link
     document = lesson.document("sliding")
     assert not again.exception and not again.warning
     assert again.text_area(key="doc.text").value == document.text
@@ -86,7 +86,7 @@ def test_try_it_opens_its_page_with_the_steps_document_and_settings(app, monkeyp
     assert again.selectbox(key="run.policy").value == "sliding"
     assert again.number_input(key="run.J").value == document.cache_size
     app.segmented_control(key="step").set_value(6).run()  # the kept fact: what the answer read, the full cache's
-    again = _fresh_session(monkeypatch, link_of(app)[1])
+    again = fresh_session(monkeypatch, link_of(app)[1])
     assert again.checkbox(key="run.record_reads").value and again.checkbox(key="run.full_cache").value
     assert again.text_input(key="doc.expect").value == lesson.document("case").answer
     app.segmented_control(key="step").set_value(4).run()

@@ -6,7 +6,7 @@ AppTest with the tiny random model, as tests/test_app.py (whose fixture and help
 
 from __future__ import annotations
 
-from test_app import DOC, _fresh_session, app, configure_run, set_document, settle  # noqa: F401  (app is a fixture)
+from app_support import DOC, configure_run, fresh_session, set_document, settle
 
 from ccviz import RunConfig
 from ccviz.ui.question import split_question
@@ -117,11 +117,11 @@ def test_a_link_restores_the_question_or_says_it_is_gone(app, monkeypatch):
     params = {key: app.query_params[key] for key in app.query_params}
     params = {key: value[0] if isinstance(value, list) else value for key, value in params.items()}
     assert len(params["question"]) == 12 and params["run.protect_question"] == "0"
-    again = _fresh_session(monkeypatch, params)
+    again = fresh_session(monkeypatch, params)
     assert not again.exception and not again.warning
     assert again.text_area(key="doc.question").value == QUESTION
     assert again.toggle(key="run.protect_question").value is False
-    gone = _fresh_session(monkeypatch, {**params, "question": "0123456789ab"})
+    gone = fresh_session(monkeypatch, {**params, "question": "0123456789ab"})
     assert "This link's question (#0123456789ab) is no longer held" in gone.warning[0].value
     assert gone.text_area(key="doc.question").value == "" and gone.text_area(key="doc.text").value == DOC
 

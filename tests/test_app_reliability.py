@@ -17,10 +17,10 @@ import threading
 import time
 
 import pytest
+from app_support import DOC, ROOT, charts, set_document, settle
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hst
 from streamlit.testing.v1 import AppTest
-from test_app import DOC, ROOT, app, charts, set_document, settle  # noqa: F401  (app is a fixture)
 from test_reliability import _without_timings
 from test_trace_hostile import traces
 

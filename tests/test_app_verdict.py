@@ -7,7 +7,7 @@ J = 16 a sliding window evicts "1852" (the document's first sentence), and the t
 
 from __future__ import annotations
 
-from test_app import DOC, app, configure_run, set_document, settle  # noqa: F401  (app is a fixture)
+from app_support import DOC, configure_run, set_document, settle
 
 from ccviz.explain import run_verdict
 from ccviz.ui.samples import load_samples

@@ -9,7 +9,7 @@ measured to demonstrate, so nothing runs.
 from __future__ import annotations
 
 import pytest
-from test_app import _fresh_session, set_document
+from app_support import fresh_session, set_document
 
 from ccviz.ui import inputs, landing
 from ccviz.ui.keys import EXPECT_KEY, QUESTION_KEY
@@ -33,7 +33,7 @@ def test_the_landing_sample_is_the_first_that_demonstrates_on_the_model():
 
 
 def test_a_newcomer_finds_the_landing_sample_loaded(monkeypatch, on_smollm2):
-    at = _fresh_session(monkeypatch, {})
+    at = fresh_session(monkeypatch, {})
     assert not at.exception
     assert at.text_area(key="doc.text").value == on_smollm2.text
     assert at.text_area(key=QUESTION_KEY).value == on_smollm2.question
@@ -48,20 +48,20 @@ def test_a_newcomer_finds_the_landing_sample_loaded(monkeypatch, on_smollm2):
 
 
 def test_a_link_keeps_to_what_it_names(monkeypatch, on_smollm2):
-    at = _fresh_session(monkeypatch, {"run.J": "64"})
+    at = fresh_session(monkeypatch, {"run.J": "64"})
     assert at.text_area(key="doc.text").value == inputs.DEFAULT_TEXT
     assert at.text_area(key=QUESTION_KEY).value == ""
     assert at.number_input(key="run.J").value == 64
 
 
 def test_no_landing_on_a_model_no_sample_demonstrates_on(monkeypatch, tiny_worker):
-    at = _fresh_session(monkeypatch, {})
+    at = fresh_session(monkeypatch, {})
     assert at.text_area(key="doc.text").value == inputs.DEFAULT_TEXT
     assert at.text_area(key=QUESTION_KEY).value == ""
 
 
 def test_a_pasted_document_takes_the_samples_question_with_it_an_edit_keeps_it(monkeypatch, on_smollm2):
-    at = _fresh_session(monkeypatch, {})
+    at = fresh_session(monkeypatch, {})
     set_document(at, on_smollm2.text + "\n\nA line the user added.")  # an edit of the sample
     at.run()
     assert at.text_area(key=QUESTION_KEY).value == on_smollm2.question
@@ -75,7 +75,7 @@ def test_a_pasted_document_takes_the_samples_question_with_it_an_edit_keeps_it(m
 
 
 def test_a_question_the_user_wrote_stays_when_the_document_changes(monkeypatch, on_smollm2):
-    at = _fresh_session(monkeypatch, {})
+    at = fresh_session(monkeypatch, {})
     at.text_area(key=QUESTION_KEY).set_value("Who signed the agreement?").run()
     set_document(at, "The spare key is in the blue tin under the desk.")
     at.run()

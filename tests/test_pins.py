@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from test_app import app, charts, configure_run, settle  # noqa: F401  (app is a fixture)
+from app_support import charts, configure_run, settle
 
 from ccviz import CcvizError, RunConfig, Trace, generate
 from ccviz.cli import _parser, main
