@@ -16,7 +16,7 @@ from plotly.subplots import make_subplots
 from ..engine.budget import budget_text
 from ..figures.layout import LEGEND_BELOW, legible, spec_lines, wrapped
 from .figures import RATES
-from .specs import FULL
+from .specs import FULL, evicting
 
 MAP_SCALE = [[0.0, "#c92a2a"], [0.5, "#fcc419"], [1.0, "#2b8a3e"]]  # lost, half, kept
 DIFFERENCE_SCALE = "RdBu"
@@ -169,17 +169,17 @@ def ruler_figure(pooled: pd.DataFrame, measure: str = "survival") -> go.Figure:
         if share
         else f"{meaning}: %{{customdata[0]}} (%{{x:.0%}})"
     )
-    evicting = pooled[pooled["policy"] != FULL]
-    tasks = list(dict.fromkeys(evicting["task"]))
-    policies = list(dict.fromkeys(evicting["policy"]))
+    measured = evicting(pooled)
+    tasks = list(dict.fromkeys(measured["task"]))
+    policies = list(dict.fromkeys(measured["policy"]))
     fig = make_subplots(
         rows=1, cols=max(len(tasks), 1), shared_yaxes=True, subplot_titles=tasks, horizontal_spacing=0.1
     )
     colours = {
-        budget: BUDGET_COLOURS[i % len(BUDGET_COLOURS)] for i, budget in enumerate(sorted(evicting["budget"].unique()))
+        budget: BUDGET_COLOURS[i % len(BUDGET_COLOURS)] for i, budget in enumerate(sorted(measured["budget"].unique()))
     }
     for column, task in enumerate(tasks, start=1):
-        for budget, group in evicting[evicting["task"] == task].groupby("budget", sort=True):
+        for budget, group in measured[measured["task"] == task].groupby("budget", sort=True):
             fig.add_trace(
                 go.Bar(
                     y=group["policy"].tolist(),

@@ -169,7 +169,7 @@ def retention_charts(retention: pd.DataFrame, style: dict) -> dict[str, str]:
 def perplexity_charts(perplexity: pd.DataFrame, style: dict) -> dict[str, str]:
     return {
         "perplexity.svg": line_chart(
-            _by_policy(perplexity[perplexity.policy != FULL], "budget", "delta_nll"),
+            _by_policy(evicting(perplexity), "budget", "delta_nll"),
             log_x=True,
             **style,
             title="Long-text perplexity: NLL gap to the full cache",

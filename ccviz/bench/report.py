@@ -423,7 +423,7 @@ def ablation_table(
     and the specs measured under both question protocols."""
     parts, caption, twins = [], "The perplexity gap, per spec:", ""
     if retention is not None and not retention.empty:
-        r = retention[retention.policy != FULL].set_index("policy")
+        r = evicting(retention).set_index("policy")
         columns = {
             "survival": [
                 _percent(*v) for v in r[["survival", "survival_low", "survival_high"]].itertuples(index=False)
@@ -446,7 +446,7 @@ def ablation_table(
             parts.append(_survival_by_type(retention_rows, FACT_TYPES_OF_INTEREST))
             twins = protocol_pairing(retention_rows)
     if perplexity is not None and not perplexity.empty:
-        p = perplexity[perplexity.policy != FULL].set_index("policy")
+        p = evicting(perplexity).set_index("policy")
         gaps = _by_spec(p.delta_nll.map(lambda v: f"{v:+.3f}"), list(parts[0].index) if parts else [])
         parts.append(gaps.rename("NLL gap to full").to_frame())
     if not parts:
@@ -496,7 +496,7 @@ def allocation_tables(
     heads) holding the whole fact, accuracy, NLL gap, and what the cell cost (peak K/V, refresh time)."""
     parts = []
     if retention_rows is not None and not retention_rows.empty:
-        rows = retention_rows[retention_rows.policy != FULL]
+        rows = evicting(retention_rows)
         summary = summarise_retention(rows)
         first, last = _cell_columns(
             summary, _allocation_costs(rows, ["policy", "budget"]).set_index(["policy", "budget"]), ".3f"
@@ -521,10 +521,8 @@ def allocation_tables(
         parts.append(f"Rare-fact retention per cell, {protocol_text(rows.policy)}:\n\n" + _markdown(table))
         parts.append(protocol_pairing(retention_rows))
     if perplexity_summary is not None and not perplexity_summary.empty and perplexity_rows is not None:
-        summary = perplexity_summary[perplexity_summary.policy != FULL]
-        costs = _allocation_costs(perplexity_rows[perplexity_rows.policy != FULL], ["policy", "budget"]).set_index(
-            ["policy", "budget"]
-        )
+        summary = evicting(perplexity_summary)
+        costs = _allocation_costs(evicting(perplexity_rows), ["policy", "budget"]).set_index(["policy", "budget"])
         first, last = _cell_columns(summary, costs, ".2f")
         table = pd.DataFrame(
             {
@@ -553,7 +551,7 @@ def needle_tables(rows: pd.DataFrame) -> str:
     ceiling = (
         _percent(full.accuracy.iloc[0], full.accuracy_low.iloc[0], full.accuracy_high.iloc[0]) if len(full) else "-"
     )
-    cells = overall[overall.policy != FULL]
+    cells = evicting(overall)
     table = pd.DataFrame(
         {
             "policy": cells.policy.tolist(),
@@ -599,7 +597,7 @@ def ruler_tables(rows: pd.DataFrame) -> str:
         pooled = summarise_rates(group, ["policy", "budget"])
         full = pooled[pooled.policy == FULL]
         ceiling = f"{100 * full.answer_share.iloc[0]:.0f}%" if len(full) else "-"
-        cells = pooled[pooled.policy != FULL].assign(
+        cells = evicting(pooled).assign(
             cell=lambda f: [
                 f"{_rate_cell(int(r.survived), int(r.n))} · {100 * r.answer_share:.0f}% · {100 * r.kept_share:.0f}%"
                 for r in f.itertuples()

@@ -18,7 +18,7 @@ from ..errors import CcvizError
 from ..fields import rule_of
 from ..policies import POLICIES, make_policy
 from .keys import EXPECT_KEY, QUESTION_KEY
-from .landing import landed, landing, sample_values, samples
+from .landing import landed, landing, sample_titled, sample_values, samples
 from .limits import DEFAULT_MAX_TOKENS, MAX_TOKENS_ENV, max_tokens, max_upload_bytes
 from .links import (
     DOC_PARAM,
@@ -47,8 +47,7 @@ OPENING = 80  # characters: a document that still holds a sample's opening is an
 
 
 def _load_sample() -> None:
-    title = st.session_state.get("doc.sample")
-    sample = next((s for s in samples() if s.title == title), None)
+    sample = sample_titled(st.session_state.get("doc.sample"))
     if sample is None:
         return
     for key, value in sample_values(sample).items():
@@ -60,7 +59,7 @@ def _sample_left() -> None:
     """A document that replaces a loaded sample takes the sample's question and expected answer with it (while
     the boxes still hold them as loaded): the landing sample's question must not be asked of a pasted text.
     An edit of the sample (its opening kept) keeps them."""
-    sample = next((s for s in samples() if s.title == st.session_state.get("doc.sample")), None)
+    sample = sample_titled(st.session_state.get("doc.sample"))
     if sample is None or sample.text[:OPENING] in st.session_state.get("doc.text", ""):
         return
     for key, loaded in ((QUESTION_KEY, sample.question), (EXPECT_KEY, sample.answer)):

@@ -24,6 +24,11 @@ def samples() -> list[Sample]:
     return load_samples()
 
 
+def sample_titled(title: str | None) -> Sample | None:
+    """The shipped sample called ``title``, or None."""
+    return next((s for s in samples() if s.title == title), None)
+
+
 def landing() -> Sample | None:
     """The sample a newcomer lands on, decided once per session: on a session opened on a bare link, the first
     sample measured to demonstrate on its model (a link names what it restores, so a session opened on one keeps
@@ -31,7 +36,7 @@ def landing() -> Sample | None:
     if LANDING_KEY not in st.session_state:
         sample = None if initial_params() else landing_sample(samples(), chosen_model())
         st.session_state[LANDING_KEY] = None if sample is None else sample.title
-    return next((s for s in samples() if s.title == st.session_state[LANDING_KEY]), None)
+    return sample_titled(st.session_state[LANDING_KEY])
 
 
 def landed(key: str, value: Any) -> Any:
