@@ -1,8 +1,10 @@
-"""The documentation holds together: a short README, links and anchors that resolve, code that cites
-docs that exist, and benchmark tables that are exactly what the harness's report prints.
+"""The documentation holds together: a short README with a short headline, links and anchors that resolve,
+code that cites docs that exist, benchmark tables that are exactly what the harness's report prints, and
+result numbers that are generated from the rows, never typed.
 
-Fast and model-free. ``python tests/test_docs.py --write`` regenerates the generated sections of
-docs/benchmarks.md (between the ``<!-- bench report ...: begin/end -->`` markers) from the result folders.
+Fast and model-free. ``python tests/test_docs.py --write`` regenerates every generated section from the
+result folders: the notebook's ``<!-- bench report ...: begin/end -->`` blocks, the results page's and the
+README's ``<!-- results NAME: begin/end -->`` blocks, and the results page's lead chart.
 """
 
 from __future__ import annotations
@@ -16,8 +18,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
-BENCHMARKS = DOCS / "benchmarks.md"
+NOTEBOOK = DOCS / "notebook" / "readings.md"
+RESULTS = DOCS / "results.md"
 README_LIMIT = 12_000
+HEADLINE_LINES = 8
+GENERATED_PAGES = (RESULTS, README, DOCS / "policies.md")  # the pages with <!-- results NAME --> blocks
+PAGE_LIMIT = 40_000  # the reader's pages: results.md and benchmarks.md
 DEFAULT_RESULTS = "bench/results"
 
 FENCE = re.compile(r"^(```|~~~).*?^\1[^\n]*$", re.M | re.S)
@@ -33,7 +39,7 @@ BLOCK = re.compile(
 
 
 def markdown_files() -> list[Path]:
-    return [README, *sorted(DOCS.glob("*.md"))]
+    return [README, *sorted(DOCS.rglob("*.md"))]
 
 
 def _prose(text: str) -> str:
@@ -128,33 +134,108 @@ def expected_report(folder: str) -> str:
 
 
 def test_benchmark_tables_are_the_report_of_the_committed_results():
-    blocks = bench_reports(BENCHMARKS.read_text(encoding="utf-8"))
-    assert DEFAULT_RESULTS in blocks, "docs/benchmarks.md lost its <!-- bench report: begin --> ... end markers"
+    blocks = bench_reports(NOTEBOOK.read_text(encoding="utf-8"))
+    assert DEFAULT_RESULTS in blocks, "docs/notebook/readings.md lost its <!-- bench report: begin --> ... end markers"
     for folder, body in blocks.items():
-        assert (ROOT / folder).is_dir(), f"docs/benchmarks.md reports {folder}, which does not exist"
+        assert (ROOT / folder).is_dir(), f"docs/notebook/readings.md reports {folder}, which does not exist"
         assert body == expected_report(folder), (
-            f"the tables of {folder} in docs/benchmarks.md are not what the report prints: "
+            f"the tables of {folder} in docs/notebook/readings.md are not what the report prints: "
             "run `python tests/test_docs.py --write` (never edit them by hand)"
         )
 
 
 def write_reports() -> None:
-    """Rewrite every generated block of docs/benchmarks.md from its results folder."""
-    text = BENCHMARKS.read_text(encoding="utf-8")
+    """Rewrite every generated block of docs/notebook/readings.md from its results folder."""
+    text = NOTEBOOK.read_text(encoding="utf-8")
 
     def fill(match: re.Match) -> str:
         folder = match.group("folder")
         body = expected_report(folder.strip() or DEFAULT_RESULTS)
         return f"<!-- bench report{folder}: begin -->\n{body}<!-- bench report{folder}: end -->"
 
-    BENCHMARKS.write_text(BLOCK.sub(fill, text), encoding="utf-8")
+    NOTEBOOK.write_text(BLOCK.sub(fill, text), encoding="utf-8")
+
+
+def digest_blocks() -> dict[str, str]:
+    from ccviz.bench.digest import FOLDERS, blocks, load_digest
+
+    return blocks(load_digest(ROOT, FOLDERS))
+
+
+def digest_chart() -> str:
+    from ccviz.bench.digest import FOLDERS, answers_chart, load_digest
+
+    return answers_chart(load_digest(ROOT, FOLDERS))
+
+
+def test_results_and_headline_are_generated_from_the_rows():
+    from ccviz.bench.digest import BLOCK as RESULTS_BLOCK
+    from ccviz.bench.digest import CHART, filled
+
+    generated = digest_blocks()
+    for page in GENERATED_PAGES:
+        text = page.read_text(encoding="utf-8")
+        assert RESULTS_BLOCK.search(text), f"{page.name} lost its <!-- results NAME: begin --> ... end markers"
+        assert text == filled(text, generated), (
+            f"the results in {page.name} are not what the rows give: run `python tests/test_docs.py --write`"
+        )
+    assert (ROOT / CHART).read_text(encoding="utf-8") == digest_chart(), f"{CHART} is not drawn from today's rows"
+
+
+def _prose_outside_blocks(text: str) -> str:
+    """``text`` without its generated blocks, code, comments, link targets, and names with digits (models, H2O)."""
+    from ccviz.bench.digest import BLOCK as RESULTS_BLOCK
+
+    text = RESULTS_BLOCK.sub("", text)
+    for pattern in (FENCE, COMMENT, INLINE_CODE):
+        text = pattern.sub("", text)
+    text = re.sub(r"\]\([^)]*\)", "]", text)
+    return re.sub(r"SmolLM2-135M(?:-Instruct)?|Gemma 3 270M|H2O", "", text)
+
+
+# What a measured result looks like in prose: a share, a multiple, a paired count, a p-value (not a threshold:
+# "p < 0.05" is a rule), an AUC, "N of M".
+RESULT_NUMBER = re.compile(
+    r"\d+(?:\.\d+)?%|\b\d+(?:\.\d+)?x\b|\+\d+ / -\d+|\bp\s*(?:[=≤]\s*)?\d|\bAUC\s*\d|\b\d+ of \d+\b"
+)
+TYPED = "keeps 42% (+3 / -1, p 0.02) in 3 of 5, 1.5x <!-- results x: begin -->\n43%\n<!-- results x: end --> at J/4"
+
+
+def test_no_result_number_is_typed_by_hand():
+    """The results page has no number outside its generated blocks; the README and the policies page no
+    measured result (settings and sizes stay: they are not measurements)."""
+    assert RESULT_NUMBER.findall(_prose_outside_blocks(TYPED)) == ["42%", "+3 / -1", "p 0", "3 of 5", "1.5x"]
+    assert re.findall(r"\S*\d\S*", _prose_outside_blocks(RESULTS.read_text(encoding="utf-8"))) == []
+    for page in (README, DOCS / "policies.md"):
+        found = RESULT_NUMBER.findall(_prose_outside_blocks(page.read_text(encoding="utf-8")))
+        assert not found, f"{page.name} types measured results by hand: {found}; generate them or cite results.md"
+
+
+def test_the_readers_pages_are_short_and_the_headline_too():
+    from ccviz.bench.digest import BLOCK as RESULTS_BLOCK
+
+    for page in (RESULTS, DOCS / "benchmarks.md"):
+        assert len(page.read_text(encoding="utf-8").encode()) <= PAGE_LIMIT, f"{page.name} is over {PAGE_LIMIT} bytes"
+    match = RESULTS_BLOCK.search(README.read_text(encoding="utf-8"))
+    assert match and match.group("name") == "headline"
+    lines = [line for line in match.group(0).splitlines()[1:-1] if line.strip()]
+    assert len(lines) <= HEADLINE_LINES + 1, f"the README's headline has {len(lines) - 1} lines of text and a chart"
+
+
+def write_results() -> None:
+    """Rewrite the results page's and the README's generated blocks, and the lead chart, from the rows."""
+    from ccviz.bench.digest import CHART, filled
+
+    generated = digest_blocks()
+    for page in GENERATED_PAGES:
+        page.write_text(filled(page.read_text(encoding="utf-8"), generated), encoding="utf-8")
+    (ROOT / CHART).write_text(digest_chart(), encoding="utf-8")
 
 
 if __name__ == "__main__":
     if sys.argv[1:] != ["--write"]:
-        sys.exit(
-            "usage: python tests/test_docs.py --write   (regenerates the bench report sections of docs/benchmarks.md)"
-        )
+        sys.exit("usage: python tests/test_docs.py --write   (regenerates every generated section of the docs)")
     sys.path.insert(0, str(ROOT))
     write_reports()
-    print(f"rewrote the generated sections of {BENCHMARKS.relative_to(ROOT)}")
+    write_results()
+    print("rewrote the generated sections of docs/notebook/readings.md, docs/results.md, README.md and the chart")

@@ -1,4 +1,4 @@
-"""Dependency-free SVG line charts of the benchmark summaries, for docs/benchmarks.md#reading-the-results
+"""Dependency-free SVG line charts of the benchmark summaries, for docs/notebook/readings.md#reading-the-results
 (the app draws its own).
 
 One chart per question: survival and accuracy vs budget, perplexity vs budget, refresh cost vs n,

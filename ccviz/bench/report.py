@@ -1,5 +1,5 @@
 """Markdown tables of the benchmark summaries, with where and when they were measured
-(docs/benchmarks.md#results-on-this-machine). The caption of every table whose rows asked a question says
+(docs/benchmarks.md#where-the-results-are). The caption of every table whose rows asked a question says
 under which protocol (:func:`protocol_text`), and each task that asks one pairs every spec measured under
 both (:func:`protocol_pairing`)."""
 
@@ -35,7 +35,7 @@ def protocol_text(labels: Iterable[str]) -> str:
     return KEPT_APART
 
 
-def _percent(value: float, low: float | None = None, high: float | None = None) -> str:
+def percent_text(value: float, low: float | None = None, high: float | None = None) -> str:
     if pd.isna(value):
         return "-"
     text = f"{100 * value:.0f}%"
@@ -49,7 +49,7 @@ def _ratio(value: float) -> str:
     return f"{value:.3f}x" if value >= 0.01 else f"{value:.1e}x"
 
 
-def _markdown(frame: pd.DataFrame) -> str:
+def markdown_table(frame: pd.DataFrame) -> str:
     """``frame`` as a markdown table; its ``policy`` column in plain words, each with its spec."""
     if "policy" in frame.columns:
         frame = frame.assign(policy=frame["policy"].map(titled))
@@ -119,14 +119,14 @@ def retention_tables(summary: pd.DataFrame, rows: pd.DataFrame | None = None) ->
     survival, survival_count = _rate_table(measured, "survival")
     full = summary[summary.policy == FULL]
     ceiling = (
-        _percent(full.accuracy.iloc[0], full.accuracy_low.iloc[0], full.accuracy_high.iloc[0]) if len(full) else "-"
+        percent_text(full.accuracy.iloc[0], full.accuracy_low.iloc[0], full.accuracy_high.iloc[0]) if len(full) else "-"
     )
     asked = protocol_text(measured.policy)
     tables = (
         f"Answers (the model's greedy answer contains the fact), {accuracy_count}, Wilson 95% "
-        f"interval, {asked}; full-cache ceiling on the same cases: **{ceiling}**:\n\n{_markdown(accuracy)}\n\n"
+        f"interval, {asked}; full-cache ceiling on the same cases: **{ceiling}**:\n\n{markdown_table(accuracy)}\n\n"
         f"Fact survival, the diagnosis (all of the fact's tokens cached when the question is read), "
-        f"{survival_count}, {asked}:\n\n{_markdown(survival)}"
+        f"{survival_count}, {asked}:\n\n{markdown_table(survival)}"
     )
     if rows is None:
         return tables
@@ -142,7 +142,7 @@ def _rate_table(evicting: pd.DataFrame, rate: str) -> tuple[pd.DataFrame, str]:
 
     def cell(row: pd.Series) -> str:
         n = row[f"{rate}_n"]
-        text = _percent(row[rate], row[f"{rate}_low"], row[f"{rate}_high"])
+        text = percent_text(row[rate], row[f"{rate}_low"], row[f"{rate}_high"])
         return text + (f", n={int(n)}" if 0 < n < most else "")
 
     table = _pivot(evicting, cell, lambda b: f"J={b:.0%}")
@@ -151,7 +151,7 @@ def _rate_table(evicting: pd.DataFrame, rate: str) -> tuple[pd.DataFrame, str]:
     return table, f"{most} cases per cell (n= marks a cell with fewer, from a run that has not finished)"
 
 
-def _sign_cell(row: Any) -> str:
+def sign_cell(row: Any) -> str:
     return f"+{row.wins} / -{row.losses} (p {row.p:.2g})"
 
 
@@ -175,15 +175,15 @@ def protocol_pairing(
             "policy": paired.policy,
             **groups,
             "cases": paired.cases,
-            f"{what}, {KEPT_APART}": (paired.total / paired.cases).map(_percent),
-            f"{what}, {STREAMED}": (paired.reference_total / paired.cases).map(_percent),
-            "gained / lost (sign test)": [_sign_cell(r) for r in paired.itertuples(index=False)],
+            f"{what}, {KEPT_APART}": (paired.total / paired.cases).map(percent_text),
+            f"{what}, {STREAMED}": (paired.reference_total / paired.cases).map(percent_text),
+            "gained / lost (sign test)": [sign_cell(r) for r in paired.itertuples(index=False)],
         }
     )
     return (
         f"The question's protocol, spec by spec: {what} with the question kept apart against the same spec with "
         f"it evictable (`{EVICTABLE}`), on the same cases; gained / lost: the cases where it scored higher / "
-        f"lower with the question kept apart (exact sign test):\n\n{_markdown(frame)}"
+        f"lower with the question kept apart (exact sign test):\n\n{markdown_table(frame)}"
     )
 
 
@@ -195,11 +195,11 @@ def retention_pairing(rows: pd.DataFrame) -> str:
     if not against.empty:
         against = against[against.policy != against.default]
         pooled = paired_with(rows, case=("case", "budget"), by=()).set_index("policy")
-        table = _pivot(against, _sign_cell, lambda b: f"J={b:.0%}")
-        table["pooled"] = table["policy"].map(lambda label: _sign_cell(pooled.loc[label]))
+        table = _pivot(against, sign_cell, lambda b: f"J={b:.0%}")
+        table["pooled"] = table["policy"].map(lambda label: sign_cell(pooled.loc[label]))
         parts.append(
             "Answers against `sliding` under the same protocol on the same cases: answered where it did not / "
-            f"not where it did (exact sign test; pooled: case x budget), {asked}:\n\n{_markdown(table)}"
+            f"not where it did (exact sign test; pooled: case x budget), {asked}:\n\n{markdown_table(table)}"
         )
     paired = paired_with_defaults(rows, measure="answered")
     variants = paired[(paired.policy != paired.default) & (paired.cases > 0)]
@@ -210,17 +210,18 @@ def retention_pairing(rows: pd.DataFrame) -> str:
                 "budget": variants.budget.map(lambda b: f"J={b:.0%}"),
                 "default": variants.default,
                 "cases": variants.cases,
-                "answered / not vs default": [_sign_cell(r) for r in variants.itertuples(index=False)],
+                "answered / not vs default": [sign_cell(r) for r in variants.itertuples(index=False)],
             }
         )
         parts.append(
-            f"Each variant against its policy's default on answers (exact sign test), {asked}:\n\n{_markdown(frame)}"
+            f"Each variant against its policy's default on answers (exact sign test), {asked}:\n\n"
+            + markdown_table(frame)
         )
-    decision = _defaults_by_answers(rows)
+    decision = defaults_by_answers(rows)
     return "\n\n".join([*parts, decision] if decision else parts)
 
 
-def _defaults_by_answers(rows: pd.DataFrame) -> str:
+def defaults_by_answers(rows: pd.DataFrame) -> str:
     """The defaults rule (:func:`.pairing.default_decision`) as a table: which variant would replace its default."""
     decided = default_decision(rows)
     if decided.empty:
@@ -244,7 +245,7 @@ def _defaults_by_answers(rows: pd.DataFrame) -> str:
             "policy": decided.policy,
             "default": decided.default,
             "budgets": decided.budgets,
-            "pooled vs default": [_sign_cell(r) for r in decided.itertuples(index=False)],
+            "pooled vs default": [sign_cell(r) for r in decided.itertuples(index=False)],
             "verdict": [verdict(r) for r in decided.itertuples(index=False)],
         }
     )
@@ -252,7 +253,7 @@ def _defaults_by_answers(rows: pd.DataFrame) -> str:
         "Defaults by answers: a variant meets the rule for replacing its policy's default when it answers "
         "significantly more over case x budget pooled (sign test, p < 0.05), significantly fewer at no budget, "
         f"and was measured on every case and budget its default was; {protocol_text(rows.policy)}:\n\n"
-        f"{_markdown(frame)}"
+        f"{markdown_table(frame)}"
     )
 
 
@@ -270,14 +271,23 @@ DIAGNOSIS_BY_POLICY = (
 )
 
 
+def diagnosis_overall(rows: pd.DataFrame) -> pd.DataFrame:
+    """The diagnosis's measures over every evicting policy and budget (:func:`.diagnosis.summarise_diagnosis`'s
+    ``all`` rows); empty before rows carry the diagnosis."""
+    summary = summarise_diagnosis(rows)
+    if summary.empty or summary.n_answered.add(summary.n_unanswered).max() == 0:
+        return summary.iloc[0:0]
+    return summary[summary.policy == "all"]
+
+
 def retention_diagnosis(rows: pd.DataFrame) -> str:
     """Why a kept fact goes unanswered (:mod:`.diagnosis`): over the rows whose fact survived, each measure's
     mean among answered and unanswered rows and how well it separates them (AUC, Mann-Whitney p), over every
     evicting policy; then per policy. Empty before rows carry the diagnosis."""
-    summary = summarise_diagnosis(rows)
-    if summary.empty or summary.n_answered.add(summary.n_unanswered).max() == 0:
+    overall = diagnosis_overall(rows)
+    if overall.empty:
         return ""
-    overall = summary[summary.policy == "all"]
+    summary = summarise_diagnosis(rows)
     table = pd.DataFrame(
         {
             "measure": overall.measure,
@@ -301,8 +311,8 @@ def retention_diagnosis(rows: pd.DataFrame) -> str:
     return (
         f"Why a kept fact goes unanswered: over the rows whose fact survived ({n_yes} answered, {n_no} not; every "
         "evicting policy and budget), each measure's mean and how well it tells them apart (AUC above 0.5: "
-        f"higher with answers; Mann-Whitney p), {asked}:\n\n{_markdown(table)}\n\n"
-        f"Per policy, mean among answered / unanswered rows, {asked}:\n\n{_markdown(by_policy.reset_index())}"
+        f"higher with answers; Mann-Whitney p), {asked}:\n\n{markdown_table(table)}\n\n"
+        f"Per policy, mean among answered / unanswered rows, {asked}:\n\n{markdown_table(by_policy.reset_index())}"
     )
 
 
@@ -323,7 +333,7 @@ def retention_breakdown(rows: pd.DataFrame) -> str:
     def table(column: str) -> str:
         rates = cells.groupby(["policy", column], observed=True).survived.agg(["mean", "size"])
         frame = rates.apply(lambda r: f"{100 * r['mean']:.0f}% ({int(r['size'])})", axis=1).unstack(column)
-        return _markdown(frame.reindex(order).fillna("-").reset_index())
+        return markdown_table(frame.reindex(order).fillna("-").reset_index())
 
     return (
         f"Fact survival at J={budget:.0%} by the fact's type and by where it sits (cases in brackets), "
@@ -337,7 +347,7 @@ def perplexity_table(summary: pd.DataFrame) -> str:
     reference = f"{full.nll.iloc[0]:.3f} (perplexity {full.perplexity.iloc[0]:.2f})" if len(full) else "-"
     return (
         f"Mean next-token NLL in nats (gap to the full cache); full cache: **{reference}**, "
-        f"{int(summary.tokens.max())} predicted tokens per cell:\n\n{_markdown(table)}"
+        f"{int(summary.tokens.max())} predicted tokens per cell:\n\n{markdown_table(table)}"
     )
 
 
@@ -351,7 +361,7 @@ def decode_table(summary: pd.DataFrame) -> str:
     reference = f"{100 * full.repeated_4grams.iloc[0]:.0f}%" if len(full) else "-"
     return (
         "Median first divergent token from the full cache's output / repeated 4-grams "
-        f"(full cache: {reference}), {int(summary.prompts.max())} prompts:\n\n{_markdown(table)}"
+        f"(full cache: {reference}), {int(summary.prompts.max())} prompts:\n\n{markdown_table(table)}"
     )
 
 
@@ -387,11 +397,11 @@ def efficiency_table(summary: pd.DataFrame) -> str:
         "largest_n": "largest n",
         "refresh_peak_mb": "refresh peak memory there",
     }
-    return _markdown(frame.rename(columns=names))
+    return markdown_table(frame.rename(columns=names))
 
 
 def _against_default(paired: pd.DataFrame, name: str = "vs its default: kept / lost (sign test)") -> pd.Series:
-    cells = ["default" if row.policy == row.default else _sign_cell(row) for row in paired.itertuples(index=False)]
+    cells = ["default" if row.policy == row.default else sign_cell(row) for row in paired.itertuples(index=False)]
     return pd.Series(cells, index=paired.policy, name=name)
 
 
@@ -426,14 +436,14 @@ def ablation_table(
         r = evicting(retention).set_index("policy")
         columns = {
             "survival": [
-                _percent(*v) for v in r[["survival", "survival_low", "survival_high"]].itertuples(index=False)
+                percent_text(*v) for v in r[["survival", "survival_low", "survival_high"]].itertuples(index=False)
             ],
-            "fact tokens kept": r.kept_share.map(_percent).tolist(),
+            "fact tokens kept": r.kept_share.map(percent_text).tolist(),
         }
         answers = {}
         if r.accuracy.notna().any():  # answers lead; a survival-only screen shows none
             answers["answers"] = [
-                "-" if pd.isna(v[0]) else _percent(*v)
+                "-" if pd.isna(v[0]) else percent_text(*v)
                 for v in r[["accuracy", "accuracy_low", "accuracy_high"]].itertuples(index=False)
             ]
         parts.append(pd.DataFrame(answers | columns, index=r.index))
@@ -451,7 +461,7 @@ def ablation_table(
         parts.append(gaps.rename("NLL gap to full").to_frame())
     if not parts:
         return ""
-    table = _markdown(pd.concat(parts, axis=1).fillna("-").rename_axis("policy").reset_index())
+    table = markdown_table(pd.concat(parts, axis=1).fillna("-").rename_axis("policy").reset_index())
     return "\n\n".join(filter(None, [f"{caption}\n\n{table}", twins]))
 
 
@@ -508,17 +518,17 @@ def allocation_tables(
                 "J": [f"{r.budget:.0%}" for r in summary.itertuples()],
                 "cases": summary.survival_n.astype(int).tolist(),
                 "survival (any layer)": [
-                    _percent(r.survival, r.survival_low, r.survival_high) for r in summary.itertuples()
+                    percent_text(r.survival, r.survival_low, r.survival_high) for r in summary.itertuples()
                 ],
-                "layers holding the fact": [_percent(shares[(r.policy, r.budget)]) for r in summary.itertuples()],
+                "layers holding the fact": [percent_text(shares[(r.policy, r.budget)]) for r in summary.itertuples()],
                 "accuracy": [
-                    f"{_percent(r.accuracy)} of {int(r.accuracy_n)}" if r.accuracy_n else "-"
+                    f"{percent_text(r.accuracy)} of {int(r.accuracy_n)}" if r.accuracy_n else "-"
                     for r in summary.itertuples()
                 ],
                 **last,
             }
         )
-        parts.append(f"Rare-fact retention per cell, {protocol_text(rows.policy)}:\n\n" + _markdown(table))
+        parts.append(f"Rare-fact retention per cell, {protocol_text(rows.policy)}:\n\n" + markdown_table(table))
         parts.append(protocol_pairing(retention_rows))
     if perplexity_summary is not None and not perplexity_summary.empty and perplexity_rows is not None:
         summary = evicting(perplexity_summary)
@@ -533,7 +543,7 @@ def allocation_tables(
                 **last,
             }
         )
-        parts.append("Perplexity with 4 attention sinks per cell:\n\n" + _markdown(table))
+        parts.append("Perplexity with 4 attention sinks per cell:\n\n" + markdown_table(table))
     return "\n\n".join(filter(None, parts))
 
 
@@ -549,7 +559,7 @@ def needle_tables(rows: pd.DataFrame) -> str:
     overall = summarise_rates(rows, ["policy", "budget"])
     full = overall[overall.policy == FULL]
     ceiling = (
-        _percent(full.accuracy.iloc[0], full.accuracy_low.iloc[0], full.accuracy_high.iloc[0]) if len(full) else "-"
+        percent_text(full.accuracy.iloc[0], full.accuracy_low.iloc[0], full.accuracy_high.iloc[0]) if len(full) else "-"
     )
     cells = evicting(overall)
     table = pd.DataFrame(
@@ -557,8 +567,8 @@ def needle_tables(rows: pd.DataFrame) -> str:
             "policy": cells.policy.tolist(),
             "J": cells.budget.map(budget_text).tolist(),
             "cells": cells.n.astype(int).tolist(),
-            "survival": [_percent(r.survival, r.survival_low, r.survival_high) for r in cells.itertuples()],
-            "accuracy": [_percent(r.accuracy, r.accuracy_low, r.accuracy_high) for r in cells.itertuples()],
+            "survival": [percent_text(r.survival, r.survival_low, r.survival_high) for r in cells.itertuples()],
+            "accuracy": [percent_text(r.accuracy, r.accuracy_low, r.accuracy_high) for r in cells.itertuples()],
         }
     )
 
@@ -571,12 +581,12 @@ def needle_tables(rows: pd.DataFrame) -> str:
         )
         order = [label(v) for v in sorted(measured[column].unique())]
         frame = counts.pivot(index="row", columns="column", values="cell").reindex(list(dict.fromkeys(counts.row)))
-        return _markdown(frame.reindex(columns=order).fillna("-").reset_index().rename(columns={"row": "policy"}))
+        return markdown_table(frame.reindex(columns=order).fillna("-").reset_index().rename(columns={"row": "policy"}))
 
     asked = protocol_text(measured.policy)
     parts = [
         f"Over the whole map (every depth x length), Wilson 95% intervals, {asked}; full-cache accuracy: "
-        f"**{ceiling}**:\n\n{_markdown(table)}",
+        f"**{ceiling}**:\n\n{markdown_table(table)}",
         f"Survival by context length (tokens), {asked}:\n\n{by('length', lambda v: str(int(v)))}",
         f"Survival by depth of the needle, {asked}:\n\n{by('depth', lambda v: f'{float(v):.0%}')}",
         f"Survival by what the needle states, {asked}:\n\n{by('kind', str)}",
@@ -608,7 +618,7 @@ def ruler_tables(rows: pd.DataFrame) -> str:
         parts.append(
             f"**{task}** ({lengths} tokens; survival (kept/cases) · string_match_all (share of expected "
             f"values found in the output) · required tokens kept; full cache's string_match_all "
-            f"**{ceiling}**; {protocol_text(group.policy)}):\n\n{_markdown(table)}"
+            f"**{ceiling}**; {protocol_text(group.policy)}):\n\n{markdown_table(table)}"
         )
     twins = protocol_pairing(
         rows, "answer_share", case=("length", "trial"), by=("task", "budget"), what="string_match_all"
@@ -628,7 +638,7 @@ def ruler_pairing(rows: pd.DataFrame) -> str:
     table = _pivot(variants, lambda r: f"+{r.wins} / -{r.losses} (p {r.p:.2g})", budget_text)
     return (
         "Each variant against its policy's default on the same cases: cases where it kept more / less "
-        f"of the required tokens (exact sign test), {protocol_text(rows.policy)}:\n\n{_markdown(table)}"
+        f"of the required tokens (exact sign test), {protocol_text(rows.policy)}:\n\n{markdown_table(table)}"
     )
 
 

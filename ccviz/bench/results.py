@@ -3,7 +3,7 @@
 Long runs die (a laptop sleeps, a job is killed): every row is appended and flushed as soon as it is
 measured, and a rerun with the same settings skips the rows already there. The JSON records where
 the numbers come from (commit, date, machine, library versions, settings), so a table in
-docs/benchmarks.md#results-on-this-machine or on the app page can always say what it was measured on.
+docs/benchmarks.md#where-the-results-are or on the app page can always say what it was measured on.
 
 Where results go is the caller's choice, never where this file is: ``--out``, else
 ``$CCVIZ_BENCH_RESULTS``, else ``bench/results`` under the working directory (:func:`results_dir`).

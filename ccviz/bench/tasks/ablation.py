@@ -122,7 +122,7 @@ SENTENCE_SHARE = 0.5  # the two-level budget: half the scored places to whole se
 
 
 def answer_forms_specs() -> list[PolicySpec]:
-    """Forms aimed at answers (docs/benchmarks.md#why-a-kept-fact-goes-unanswered), screened on answers next
+    """Forms aimed at answers (docs/notebook/readings.md#why-a-kept-fact-goes-unanswered), screened on answers next
     to the references they are paired with: the recency window, TOVA, each policy's default and the
     paper's form, and the units they grow from.
 

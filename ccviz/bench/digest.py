@@ -1,0 +1,381 @@
+"""The reader's results (docs/results.md and the README's headline): one generated table or figure per question
+a user asks, with its sentences written from the same rows, so no number a reader sees can drift from them.
+
+Every block is a pure function of the committed result folders (:func:`load_digest`); ``tests/test_docs.py``
+checks each block against what these functions print and rewrites them with ``--write``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..engine.budget import budget_text
+from .pairing import paired_protocols, paired_with
+from .plots import PALETTE, line_chart
+from .report import (
+    KEPT_APART,
+    STREAMED,
+    defaults_by_answers,
+    diagnosis_overall,
+    markdown_table,
+    percent_text,
+    sign_cell,
+)
+from .results import load_results
+from .specs import FULL, evicting, parse_spec, split_protocol, with_protocol
+
+PAPER = ("counter_causal:paper=True", "counter_causal_fast:paper=True")  # the paper's own form, one option away
+MAIN = (
+    "sliding",
+    "tova",
+    "snapkv",
+    "h2o",
+    "expected_attention",
+    "keydiff",
+    "kvzip",
+    "counter_causal",
+    "counter_causal_fast",
+)
+CHARTED = ("sliding", "tova", "h2o", "snapkv", "kvzip", "counter_causal", "counter_causal_fast", PAPER[1])
+ATTENTION = ("h2o", "tova")  # the attention-based policies the paper argues against
+ALPHA = 0.05
+
+
+@dataclass(frozen=True)
+class ModelResults:
+    """One model's committed results: its name as the docs print it, the folder, and the tables read from it."""
+
+    name: str
+    folder: str
+    results: dict[str, Any]
+
+    @property
+    def retention(self) -> pd.DataFrame:
+        return self.results.get("retention", pd.DataFrame(columns=["policy", "budget", "case", "answered"]))
+
+    @property
+    def protect(self) -> bool:
+        """Whether the question-kept-apart rows cover every main policy at every budget the evictable ones do:
+        then this model's results are read under the field's protocol, else under the paper's."""
+        rows, cases = evicting(self.retention), _cases(self)
+        budgets = rows[rows.policy.map(lambda p: split_protocol(p)[0] in MAIN and not split_protocol(p)[1])].budget
+        counts = rows.groupby(["policy", "budget"]).case.nunique()
+        return bool(cases) and all(counts.get((p, b), 0) >= cases for p in MAIN for b in set(budgets))
+
+    @property
+    def protocol(self) -> str:
+        return KEPT_APART if self.protect else STREAMED
+
+    def under_protocol(self) -> pd.DataFrame:
+        """The retention rows of every spec measured under this model's protocol, and the full cache's."""
+        rows = self.retention
+        return rows[rows.policy.map(lambda label: label == FULL or split_protocol(label)[1] == self.protect)]
+
+    def label(self, spec: str) -> str:
+        """The result label of ``spec`` under this model's protocol."""
+        return with_protocol(spec, self.protect)
+
+
+def load_digest(root: Path, folders: dict[str, str]) -> list[ModelResults]:
+    """The models of ``folders`` (name -> result folder relative to ``root``) that have retention rows."""
+    models = [ModelResults(name, folder, load_results(root / folder)) for name, folder in folders.items()]
+    return [model for model in models if not model.retention.empty]
+
+
+def _cases(model: ModelResults) -> int:
+    """How many retention cases ``model``'s full cache answered or missed: what a complete cell holds."""
+    return int(model.retention[model.retention.policy == FULL].case.nunique())
+
+
+def _short(spec: str) -> str:
+    return parse_spec(spec).title
+
+
+def answer_rates(model: ModelResults, specs: tuple[str, ...] = MAIN) -> pd.DataFrame:
+    """Answers per spec and budget under ``model``'s protocol: ``spec``, ``budget``, ``answered`` (share),
+    ``cases``; the full cache at budget 1."""
+    rows = model.retention
+    wanted = {model.label(spec): spec for spec in specs} | {FULL: FULL}
+    cells = rows[rows.policy.isin(wanted)].assign(answered=lambda f: pd.to_numeric(f.answered, errors="coerce"))
+    rates = cells.groupby(["policy", "budget"], sort=False).answered.agg(["mean", "count"]).reset_index()
+    rates = rates.rename(columns={"mean": "answered", "count": "cases"}).assign(spec=lambda f: f.policy.map(wanted))
+    return rates[["spec", "budget", "answered", "cases"]]
+
+
+def answers_chart(models: list[ModelResults]) -> str:
+    """The lead figure: answers against budget for the main policies, one panel per model side by side (the
+    full cache's share at J = 100%), each captioned with its protocol."""
+    colours = {spec: PALETTE[i % len(PALETTE)] for i, spec in enumerate((*CHARTED, FULL))}
+    panels = []
+    for model in models:
+        rates = answer_rates(model, CHARTED)
+        series = {
+            _short(spec) if spec != FULL else "Full cache": [
+                (100 * b, 100 * a) for b, a in zip(cells.budget, cells.answered)
+            ]
+            for spec, cells in rates.groupby("spec", sort=False)
+        }
+        named = {(_short(spec) if spec != FULL else "Full cache"): colour for spec, colour in colours.items()}
+        panels.append(
+            line_chart(
+                series,
+                title=f"{model.name}: answers, {'question kept apart' if model.protect else 'question evictable'}",
+                x_label="budget J (% of the document)",
+                y_label="cases answered (%)",
+                y_range=(0, 100),
+                colours=named,
+            )
+        )
+    return side_by_side(panels)
+
+
+def side_by_side(svgs: list[str]) -> str:
+    """SVG charts in one row, each in its own nested viewport."""
+    widths = [int(svg.split('width="', 1)[1].split('"', 1)[0]) for svg in svgs]
+    heights = [int(svg.split('height="', 1)[1].split('"', 1)[0]) for svg in svgs]
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{sum(widths)}" height="{max(heights, default=0)}">']
+    x = 0
+    for svg, width in zip(svgs, widths):
+        out.append(svg.replace("<svg ", f'<svg x="{x}" ', 1))
+        x += width
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def answers_table(models: list[ModelResults]) -> str:
+    """Which policy answers most at each budget, on each model: the main policies' answers (the leader of each
+    column in bold, the full cache's as the ceiling of every column), and one sentence naming the leaders."""
+    columns: dict[str, dict[str, str]] = {}
+    leaders: dict[str, list[str]] = {}
+    for model in models:
+        rates = answer_rates(model)
+        full = rates[rates.spec == FULL].answered
+        for budget, cells in rates[rates.spec != FULL].groupby("budget"):
+            best = cells.answered.max()
+            where = f"{model.name} at {budget_text(budget)}"
+            columns[f"{model.name}, {budget_text(budget)}"] = {
+                r.spec: (f"**{percent_text(r.answered)}**" if r.answered == best else percent_text(r.answered))
+                + (f" (n={r.cases})" if r.cases < rates.cases.max() else "")
+                for r in cells.itertuples()
+            } | {FULL: percent_text(full.iloc[0]) if not full.empty else "-"}
+            leader = " and ".join(_short(s) for s in cells[cells.answered == best].spec)
+            leaders.setdefault(leader, []).append(where)
+    frame = pd.DataFrame(columns).reindex([*MAIN, FULL]).fillna("-")
+    frame.insert(0, "policy", [_short(spec) if spec != FULL else "Full cache (the ceiling)" for spec in frame.index])
+    ranked = sorted(leaders.items(), key=lambda item: -len(item[1]))
+    sentence = f"{ranked[0][0]} answers most" + (
+        "" if len(ranked) == 1 else " except " + "; ".join(f"{', '.join(w)} ({who})" for who, w in ranked[1:])
+    )
+    protocols = "; ".join(f"{model.name}, {model.protocol}" for model in models)
+    cases = max(_cases(model) for model in models)
+    return (
+        f"{sentence}. Answers on the {cases} retention cases (the model's greedy answer contains the fact; "
+        f"{protocols}):\n\n{markdown_table(frame.reset_index(drop=True))}"
+    )
+
+
+def protocol_table(models: list[ModelResults]) -> str:
+    """What evicting the question costs each policy: answers with the question kept apart against the same
+    spec with it evictable, on the same cases, per model and budget where both were measured."""
+    parts = []
+    for model in models:
+        paired = paired_protocols(model.retention)
+        paired = paired[(paired.cases >= _cases(model)) & paired.policy.isin(MAIN + PAPER)]
+        if paired.empty:
+            continue
+        significant = paired[paired.p < ALPHA]
+        gained = significant[significant.wins > significant.losses].policy.map(_short)
+        lost = significant[significant.wins < significant.losses].policy.map(_short)
+        frame = pd.DataFrame(
+            {
+                "policy": paired.policy.map(_short),
+                "budget": paired.budget.map(budget_text),
+                "cases": paired.cases,
+                "kept apart": (paired.total / paired.cases).map(percent_text),
+                "evictable": (paired.reference_total / paired.cases).map(percent_text),
+                "gained / lost (sign test)": [sign_cell(r) for r in paired.itertuples(index=False)],
+            }
+        )
+        parts.append(
+            f"{model.name}: with the question kept apart, significantly more answers (p < {ALPHA}) for "
+            f"{', '.join(dict.fromkeys(gained)) or 'no policy'}; significantly fewer for "
+            f"{', '.join(dict.fromkeys(lost)) or 'no policy'}."
+        )
+        parts.append(markdown_table(frame))
+    return "\n\n".join(parts)
+
+
+def cost_table(models: list[ModelResults]) -> str:
+    """What each policy costs: one refresh in multiples of one forward over the same cache, and a whole run
+    end to end against the full cache's, from the efficiency task."""
+    parts = []
+    for model in models:
+        summary = model.results.get("efficiency_summary")
+        if summary is None or summary.empty:
+            continue
+        settings = model.results["meta"].get("efficiency_e2e", {}).get("settings", {})
+        rows = summary.set_index("policy").reindex([s for s in (*MAIN, *PAPER) if s in set(summary.policy)])
+        frame = pd.DataFrame(
+            {
+                "policy": rows.index.map(_short),
+                "refresh / forward, n=1024": rows.refresh_ratio_n1024.map(_ratio),
+                "refresh / forward, n=8192": rows.refresh_ratio_n8192.map(_ratio),
+                "end to end vs full cache": rows.time_vs_full.map(lambda v: "-" if pd.isna(v) else f"{v:.2f}x"),
+            }
+        )
+        missing = [_short(s) for s in rows.index[rows.time_vs_full.isna()]]
+        run = f"{settings.get('prompt_tokens', '?')}-token prompt, {settings.get('new_tokens', '?')} new tokens"
+        note = f" End to end not measured yet: {', '.join(missing)}." if missing else ""
+        parts.append(f"{model.name} (end to end: {run}).{note}\n\n{markdown_table(frame)}")
+    return "\n\n".join(parts)
+
+
+def _ratio(value: float) -> str:
+    if pd.isna(value):
+        return "-"
+    return f"{value:.3f}x" if value >= 0.01 else f"{value:.0e}x"
+
+
+def predictors_table(models: list[ModelResults]) -> str:
+    """What predicts an answer once the fact is kept: the diagnosis's measures, best first, per model."""
+    parts = []
+    for model in models:
+        measures = diagnosis_overall(model.under_protocol())
+        if measures.empty:
+            continue
+        top = measures.sort_values("auc", ascending=False)
+        best = top.iloc[0]
+        frame = pd.DataFrame(
+            {
+                "measure": top.measure,
+                "answered (mean)": top.mean_answered.map(lambda v: f"{v:.3g}"),
+                "unanswered (mean)": top.mean_unanswered.map(lambda v: f"{v:.3g}"),
+                "AUC (p)": [f"{a:.2f} ({p:.2g})" for a, p in zip(top.auc, top.p_value)],
+            }
+        )
+        parts.append(
+            f"{model.name}, {model.protocol}: over the {int(best.n_answered) + int(best.n_unanswered)} runs that kept "
+            "the fact, "
+            f"`{best.measure}` tells answered from unanswered best (AUC {best.auc:.2f}).\n\n{markdown_table(frame)}"
+        )
+    return "\n\n".join(parts)
+
+
+def claim_frame(models: list[ModelResults]) -> pd.DataFrame:
+    """Counter-causal surprise, in the paper's form and in ours, against each attention-based policy on keeping
+    the fact and on answering, pooled over case x budget: one row per model, measure, spec and rival with the
+    sign test's counts and its verdict (``holds``: more, p < :data:`ALPHA`; ``reversed``: fewer; else ``not
+    shown``)."""
+    records = []
+    for model in models:
+        for measure in ("survived", "answered"):
+            for rival in ATTENTION:
+                paired = paired_with(model.retention, rival, measure, case=("case", "budget"), by=())
+                for spec in (*PAPER, "counter_causal", "counter_causal_fast"):
+                    cell = paired[paired.policy == model.label(spec)]
+                    if not cell.empty:
+                        row = cell.iloc[0]
+                        records.append(
+                            {"model": model.name, "measure": measure, "spec": spec, "rival": rival}
+                            | {"wins": row.wins, "losses": row.losses, "p": row.p, "verdict": _verdict(row)}
+                        )
+    return pd.DataFrame(records, columns=["model", "measure", "spec", "rival", "wins", "losses", "p", "verdict"])
+
+
+def _verdict(row: Any) -> str:
+    if row.p >= ALPHA:
+        return "not shown"
+    return "holds" if row.wins > row.losses else "reversed"
+
+
+def claim_table(models: list[ModelResults]) -> str:
+    """Where the paper's claim holds: :func:`claim_frame` as a table, one column per rival."""
+    claims = claim_frame(models)
+    if claims.empty:
+        return ""
+    claims = claims.assign(cell=[f"{sign_cell(r)} {r.verdict}" for r in claims.itertuples(index=False)])
+    frame = claims.pivot_table(
+        index=["model", "measure", "spec"], columns="rival", values="cell", aggfunc="first", sort=False
+    ).reset_index()
+    frame = pd.DataFrame(
+        {
+            "model": frame.model,
+            "measure": frame.measure.map({"survived": "keeps the fact", "answered": "answers"}),
+            "policy": frame.spec.map(_short),
+            **{f"vs {_short(rival)}": frame[rival] for rival in ATTENTION if rival in frame},
+        }
+    )
+    held = int((claims.verdict == "holds").sum())
+    return (
+        f"The claim holds (more, p < {ALPHA}) in {held} of {len(claims)} comparisons; 'reversed' marks significantly "
+        f"fewer, 'not shown' no significant difference.\n\n{markdown_table(frame)}"
+    )
+
+
+def headline(models: list[ModelResults], image: str, results_link: str) -> str:
+    """The README's headline: what ccviz found, in at most eight lines, with the lead chart."""
+    lines = []
+    for model in models:
+        rates = answer_rates(model)
+        middle = sorted(set(rates[rates.spec != FULL].budget))
+        budget = middle[len(middle) // 2]
+        at = rates[rates.budget == budget].set_index("spec").answered
+        full = rates[rates.spec == FULL].answered
+        ours = max(("counter_causal", "counter_causal_fast"), key=lambda s: at.get(s, -1))
+        best = at.idxmax()
+        protocol = "question kept apart" if model.protect else "question evictable"
+        ceiling = percent_text(full.iloc[0]) if not full.empty else "-"
+        lines.append(
+            f"- On {model.name} ({protocol}; full cache {ceiling}), at {budget_text(budget)} {_short(best)} answers "
+            f"{percent_text(at[best])}, our best default ({_short(ours)}) {percent_text(at[ours])}, the recency "
+            f"window {percent_text(at.get('sliding', float('nan')))}."
+        )
+    claims = claim_frame(models)
+    answers = claims[claims.measure == "answered"]
+    for forms, who in ((PAPER, "The paper's exact form"), (("counter_causal", "counter_causal_fast"), "Ours")):
+        verdicts = answers[answers.spec.isin(forms)].verdict
+        lines.append(
+            f"- {who}, against H2O and TOVA on answers: more in {int((verdicts == 'holds').sum())} of {len(verdicts)} "
+            f"comparisons, fewer in {int((verdicts == 'reversed').sum())}."
+        )
+    cases = max(_cases(model) for model in models)
+    return "\n".join(
+        [
+            f"ccviz measures answers, not only survival: {cases} cases, each one fact stated once and one question.",
+            "",
+            *lines,
+            "",
+            f"Which policy to use at which budget, what it costs, why answers are lost: [the results]({results_link}).",
+            "",
+            f"![Answers against budget for the main policies, on both models]({image})",
+        ]
+    )
+
+
+FOLDERS = {"SmolLM2-135M": "bench/results", "Gemma 3 270M": "bench/results/gemma"}  # the published rows
+CHART = Path("docs") / "images" / "answers-by-budget.svg"
+BLOCK = re.compile(r"(<!-- results (?P<name>[a-z]+): begin -->\n).*?(<!-- results (?P=name): end -->)", re.S)
+
+
+def blocks(models: list[ModelResults]) -> dict[str, str]:
+    """Every generated block by the name its markers carry: the results page's tables and the README's headline."""
+    return {
+        "answers": answers_table(models),
+        "protocol": protocol_table(models),
+        "cost": cost_table(models),
+        "predictors": predictors_table(models),
+        "claim": claim_table(models),
+        "defaults": "\n\n".join(f"**{m.name}.** {defaults_by_answers(m.retention)}" for m in models),
+        "headline": headline(models, CHART.as_posix(), "docs/results.md"),
+    }
+
+
+def filled(text: str, generated: dict[str, str]) -> str:
+    """``text`` with every ``<!-- results NAME: begin/end -->`` block replaced by ``generated[NAME]``, set off by
+    blank lines so the markers never join a table."""
+    return BLOCK.sub(lambda m: f"{m.group(1)}\n{generated[m.group('name')]}\n\n{m.group(3)}", text)

@@ -1,0 +1,79 @@
+"""The reader's results (ccviz.bench.digest) on hand-built rows whose answers are known: the protocol a model is
+read under, the leaders, the claim's verdicts and the headline."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ccviz.bench.digest import MAIN, ModelResults, answers_table, claim_frame, headline, protocol_table
+
+CASES = 20
+
+
+def _rows(answers: dict[str, list[int]], budgets=(0.25,)) -> pd.DataFrame:
+    """Retention rows: each label answers the cases listed (1) and misses the rest, at every budget."""
+    records = [{"case": case, "policy": "full", "budget": 1.0, "answered": 1, "survived": 1} for case in range(CASES)]
+    for label, answered in answers.items():
+        for budget in budgets:
+            for case in range(CASES):
+                hit = int(case in answered)
+                records.append({"case": case, "policy": label, "budget": budget, "answered": hit, "survived": hit})
+    return pd.DataFrame(records)
+
+
+def _model(rows: pd.DataFrame) -> ModelResults:
+    return ModelResults("Tiny", "nowhere", {"retention": rows, "meta": {}})
+
+
+def _evictable(answers: dict[str, list[int]]) -> dict[str, list[int]]:
+    return {
+        f"{spec}:protect_question=False" if ":" not in spec else f"{spec},protect_question=False": hit
+        for spec, hit in answers.items()
+    }
+
+
+SPREAD = {spec: list(range(i % 5)) for i, spec in enumerate(MAIN)} | {
+    "kvzip": list(range(12)),
+    "h2o": [0],
+    "tova": [0, 1],
+    "counter_causal": list(range(10)),
+    "counter_causal_fast": list(range(9)),
+    "counter_causal:paper=True": [],
+    "counter_causal_fast:paper=True": [],
+}
+
+
+def test_a_model_is_read_under_the_question_kept_apart_only_once_every_main_policy_has_it_at_every_budget():
+    evictable = _evictable(SPREAD)
+    assert not _model(_rows(evictable)).protect
+    partly = _rows(evictable | {"kvzip": list(range(12))})
+    assert not _model(partly).protect
+    both = _rows(evictable | SPREAD)
+    assert _model(both).protect and _model(both).label("h2o") == "h2o"
+    assert _model(_rows(evictable)).label("h2o") == "h2o:protect_question=False"
+
+
+def test_the_leader_is_bold_and_named_and_the_full_cache_is_the_ceiling():
+    text = answers_table([_model(_rows(SPREAD | _evictable(SPREAD)))])
+    assert text.startswith("KVzip answers most.")
+    assert "| KVzip | **60%** |" in text
+    assert "| Full cache (the ceiling) | 100% |" in text
+
+
+def test_the_claim_holds_where_ours_answers_more_and_is_reversed_where_the_paper_form_answers_fewer():
+    claims = claim_frame([_model(_rows(SPREAD | _evictable(SPREAD)))])
+    answered = claims[claims.measure == "answered"].set_index(["spec", "rival"]).verdict
+    assert answered[("counter_causal", "h2o")] == "holds"  # +9 / -0: p = 0.004
+    assert answered[("counter_causal:paper=True", "h2o")] == "not shown"  # +0 / -1
+    lines = headline([_model(_rows(SPREAD | _evictable(SPREAD)))], "chart.svg", "results.md").splitlines()
+    assert lines[0].startswith(f"ccviz measures answers, not only survival: {CASES} cases")
+    assert any("KVzip answers 60%" in line for line in lines)
+    assert lines[-1] == "![Answers against budget for the main policies, on both models](chart.svg)"
+
+
+def test_the_protocol_table_pairs_each_spec_with_its_evictable_twin_on_complete_cells_only():
+    kept = SPREAD | {"h2o": list(range(8))}
+    text = protocol_table([_model(_rows(kept | _evictable(SPREAD)))])
+    assert "| H2O heavy hitters | J=25% | 20 | 40% | 5% | +7 / -0 (p 0.016) |" in text
+    assert text.startswith("Tiny: with the question kept apart, significantly more answers (p < 0.05) for H2O")
+    assert protocol_table([_model(_rows(_evictable(SPREAD)))]) == ""
