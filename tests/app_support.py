@@ -9,7 +9,7 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from ccviz.ui.jobs import Job
+from ccviz.worker.jobs import Job
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = (

@@ -12,8 +12,8 @@ from app_support import DOC, charts, configure_run, fresh_session, set_document,
 
 from ccviz.explain import missed_reads
 from ccviz.figures.tokens import MISSED
-from ccviz.ui.jobs import Job
 from ccviz.ui.samples import load_samples
+from ccviz.worker.jobs import Job
 from ccviz.worker.tasks import FullCacheTask
 
 

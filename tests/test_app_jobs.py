@@ -12,11 +12,11 @@ import pytest
 
 from ccviz import CcvizError, RunConfig
 from ccviz.figures import retention_heatmap, retention_image_html
-from ccviz.ui.jobs import Job, ResultStore, check_run
-from ccviz.ui.limits import MAX_TOKENS_ENV, max_tokens
 from ccviz.ui.options import option_specs
 from ccviz.ui.samples import SAMPLES_DIR, load_samples
 from ccviz.ui.uploads import decode_document
+from ccviz.worker.jobs import Job, ResultStore, check_run
+from ccviz.worker.limits import MAX_TOKENS_ENV, max_tokens
 from ccviz.worker.tasks import RunTask, SurpriseTask
 
 STORY = "Once upon a time a lighthouse keeper counted the ships that passed his rock every night. " * 20

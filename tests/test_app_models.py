@@ -12,8 +12,8 @@ from test_app_reliability import _every_view
 
 from ccviz import RunConfig, Trace
 from ccviz.models import DEFAULT_MODEL, GEMMA_MODEL, TINY_MODEL, installed_models
-from ccviz.ui.eta import Ahead, RunSpeeds, estimate_wait
-from ccviz.ui.jobs import Job, ResultStore
+from ccviz.worker.eta import Ahead, RunSpeeds, estimate_wait
+from ccviz.worker.jobs import Job, ResultStore
 from ccviz.worker.tasks import RunTask
 
 ROOT = Path(__file__).resolve().parents[1]

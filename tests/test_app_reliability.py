@@ -40,17 +40,11 @@ from ccviz.figures import (
     signals,
     survival_html,
 )
-from ccviz.ui.jobs import Job, ResultStore
-from ccviz.ui.limits import (
-    ABANDON_ENV,
-    MAX_UPLOAD_ENV,
-    RESULT_CACHE_ENV,
-    abandon_seconds,
-    max_upload_bytes,
-    result_cache_size,
-)
+from ccviz.ui.limits import MAX_UPLOAD_ENV, max_upload_bytes
 from ccviz.ui.state import result_store
 from ccviz.ui.uploads import decode_document, read_trace
+from ccviz.worker.jobs import Job, ResultStore
+from ccviz.worker.limits import ABANDON_ENV, RESULT_CACHE_ENV, abandon_seconds, result_cache_size
 from ccviz.worker.tasks import RunTask
 
 HOSTILE = (

@@ -1,6 +1,6 @@
 """A classroom on one server: identical runs computed once and shared, a queued run's place and wait, closed tabs.
 
-Plain Python against the app's jobs (:mod:`ccviz.ui.jobs`, :mod:`ccviz.ui.flights`) and the real model worker
+Plain Python against the app's jobs (:mod:`ccviz.worker.jobs`, :mod:`ccviz.worker.flights`) and the real model worker
 on the tiny random model; a :class:`hold_task.Hold` keeps the model busy so that runs really queue.
 """
 
@@ -11,8 +11,8 @@ import pytest
 from hold_task import Hold
 
 from ccviz import RunConfig, Trace
-from ccviz.ui.eta import Ahead, RunSpeeds, estimate_wait, queue_line, wait_text
-from ccviz.ui.jobs import Job, ResultStore
+from ccviz.worker.eta import Ahead, RunSpeeds, estimate_wait, queue_line, wait_text
+from ccviz.worker.jobs import Job, ResultStore
 from ccviz.worker.tasks import RunTask
 
 STORY = "Once upon a time a lighthouse keeper counted the ships that passed his rock every night. " * 20

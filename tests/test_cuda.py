@@ -75,8 +75,8 @@ def test_a_policy_of_each_kind_runs_on_cuda(smollm_cuda, policy):
 
 def test_an_app_job_runs_through_the_worker_on_cuda(smollm_cuda, monkeypatch):
     """The worker process loads the model on the GPU (CCVIZ_DEVICE) and answers as the direct call does."""
-    from ccviz.ui.jobs import Job, ResultStore
     from ccviz.worker import ModelWorker
+    from ccviz.worker.jobs import Job, ResultStore
     from ccviz.worker.tasks import RunTask
 
     monkeypatch.setenv("CCVIZ_DEVICE", DEVICE)

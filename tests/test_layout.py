@@ -177,7 +177,7 @@ def test_no_module_imports_a_layer_above_it():
 
 
 def test_the_layer_check_finds_a_planted_upward_import(monkeypatch):
-    planted = {**_graph(), "ccviz.engine.session": {"ccviz.ui.views"}, "ccviz.worker.tasks": {"ccviz.ui.jobs"}}
+    planted = {**_graph(), "ccviz.engine.session": {"ccviz.ui.views"}, "ccviz.worker.tasks": {"ccviz.worker.jobs"}}
     monkeypatch.setattr(sys.modules[__name__], "_graph", lambda: planted)
     with pytest.raises(AssertionError, match="ccviz.engine.session .* imports ccviz.ui.views"):
         test_no_module_imports_a_layer_above_it()

@@ -3,7 +3,7 @@
 from worker_probe import LoadedUiModules
 
 from ccviz import RunConfig
-from ccviz.ui.jobs import Job, ResultStore, check_run
+from ccviz.worker.jobs import Job, ResultStore, check_run
 from ccviz.worker.tasks import AttentionTask, ExplainTask, RunTask, SurpriseTask
 
 DOC = "The keeper counted ships. The tide rose at noon, and the light burned all night. " * 6

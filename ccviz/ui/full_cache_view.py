@@ -16,8 +16,8 @@ import streamlit as st
 from ..explain import MissedRead, missed_reads
 from ..figures import visible_text
 from ..trace import Trace
+from ..worker.jobs import Job
 from ..worker.tasks import FullCacheTask, RunTask
-from .jobs import Job
 from .links import linked_checkbox
 from .views import output_block
 

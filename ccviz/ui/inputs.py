@@ -17,9 +17,10 @@ from ..engine import RunConfig
 from ..errors import CcvizError
 from ..fields import rule_of
 from ..policies import POLICIES, make_policy
+from ..worker.limits import DEFAULT_MAX_TOKENS, MAX_TOKENS_ENV, max_tokens
 from .keys import EXPECT_KEY, QUESTION_KEY
 from .landing import landed, landing, sample_titled, sample_values, samples
-from .limits import DEFAULT_MAX_TOKENS, MAX_TOKENS_ENV, max_tokens, max_upload_bytes
+from .limits import max_upload_bytes
 from .links import (
     DOC_PARAM,
     as_bool,

@@ -62,7 +62,7 @@ def session_model() -> SessionModel:
 
 def runs_loaded(tasks: Sequence[object]) -> bool:
     """Whether the worker holds, ready, the model of every task (untagged tasks run on any): then they are
-    validated at the click; otherwise once their model is loaded (:attr:`ccviz.ui.jobs.Job.check`)."""
+    validated at the click; otherwise once their model is loaded (:attr:`ccviz.worker.jobs.Job.check`)."""
     worker = app_worker()
     return worker.status().ready and all(worker.holds(task) for task in tasks)
 

@@ -16,8 +16,8 @@ from ..bench.tasks.survival import prepare
 from ..engine.budget import budget_text, cache_size_for
 from ..errors import CcvizError
 from ..models import load_tokenizer
+from ..worker.limits import max_tokens
 from .keys import EXPECT_KEY, QUESTION_KEY
-from .limits import max_tokens
 from .model_picker import chosen_source
 
 NEEDLE_KEY = "doc.needle"  # the generated needle's sentence, while the text box still holds its document

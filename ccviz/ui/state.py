@@ -19,9 +19,9 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 from ..errors import CcvizError
 from ..trace import Trace
 from ..worker import ModelInfo
+from ..worker.jobs import Job, ResultStore, check_run
+from ..worker.limits import abandon_seconds, max_tokens, result_cache_size
 from ..worker.tasks import RunTask
-from .jobs import Job, ResultStore, check_run
-from .limits import abandon_seconds, max_tokens, result_cache_size
 from .model import app_worker
 from .model_picker import runs_loaded, session_model
 

@@ -33,7 +33,7 @@ from ..figures import (
 from ..figures.data import question_words
 from ..figures.export import IMAGE_FORMATS, file_stem, image_options, report_html, slide_ready
 from ..trace import Trace
-from .jobs import Job
+from ..worker.jobs import Job
 from .links import as_bool, linked
 
 COLOUR_LABELS = {"original timestep": "timestep", "score": "score", "prompt / generated": "source"}
@@ -108,7 +108,7 @@ _LIVE_LOCK = threading.Lock()
 def live_picture(snapshot: Trace) -> str:
     """:func:`retention_image_html` of a live snapshot, built once per snapshot for every session.
 
-    A snapshot is replaced, never changed, at each refresh (:class:`ccviz.ui.flights.Flight`), and every
+    A snapshot is replaced, never changed, at each refresh (:class:`ccviz.worker.flights.Flight`), and every
     session following a shared run holds the same one: a poll with no new refresh, or a second session's
     poll, costs a lookup instead of a picture (~12 ms of server CPU for a 1,000-token run's 34 rows).
     Keyed by identity (a trace is not hashable); the entry holds the snapshot, so its id is not reused."""

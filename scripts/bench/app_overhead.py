@@ -9,7 +9,7 @@ the same run:
 - before the model worker: ``generate`` in a thread of the process that holds the model, while the main
   thread does what the old server did for one watching session: ``gc.collect(2)`` after each rerun
   of the polling fragment, twice a second (Streamlit's ``runner.postScriptGC``);
-- job path: a :class:`ccviz.ui.jobs.Job` handed to a :class:`ccviz.worker.ModelWorker`, once this
+- job path: a :class:`ccviz.worker.jobs.Job` handed to a :class:`ccviz.worker.ModelWorker`, once this
   process has dropped its model and frozen its objects as the server does (``gc.freeze()``): with an
   idle server, with 20 ms of Python every 0.5 s (a session's polling rerun), and with
   ``gc.collect(2)`` every 0.5 s too (as if ``runner.postScriptGC`` were left on).
@@ -33,8 +33,8 @@ from pathlib import Path
 
 from ccviz import LoadedModel, RunConfig, Trace, load_model, run_generation
 from ccviz.bench.timing import header
-from ccviz.ui.jobs import Job, ResultStore
 from ccviz.worker import ModelWorker
+from ccviz.worker.jobs import Job, ResultStore
 from ccviz.worker.tasks import RunTask
 
 ROOT = Path(__file__).resolve().parents[2]

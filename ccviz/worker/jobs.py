@@ -25,10 +25,10 @@ from cachetools import LRUCache
 from ..engine import GenerationFailed
 from ..errors import CcvizError
 from ..trace import Trace
-from ..worker import ModelWorker, WorkerDied
-from ..worker.tasks import RunTask, Task
+from .client import ModelWorker, WorkerDied
 from .flights import Flight, Flights, Follower
 from .limits import DEFAULT_ABANDON_SECONDS, DEFAULT_RESULT_CACHE, MAX_TOKENS_ENV
+from .tasks import RunTask, Task
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ class Job:
     will see. A shorter disconnection (a network blip the session recovers from) changes nothing.
 
     A task another job of the same store is already computing is followed, not run again
-    (:class:`~ccviz.ui.flights.Flight`): a job that stops while others follow leaves with the
+    (:class:`~ccviz.worker.flights.Flight`): a job that stops while others follow leaves with the
     refreshes so far, and the run goes on for them. ``sizes[i]`` is task i's size in tokens (prompt +
     max new tokens, None or absent if unknown), for the queue's estimated wait. ``check`` validates a task
     once its model is loaded, before it runs (for runs whose model was not loaded at the click: see

@@ -1,7 +1,7 @@
 """A queued run's place and estimated wait, from the measured speed of the runs that finished before it.
 
 Runs take the model one at a time, so a run's wait is the rest of the run holding the model plus every
-distinct run queued before it (identical runs are computed once: :mod:`ccviz.ui.flights`). Each is
+distinct run queued before it (identical runs are computed once: :mod:`ccviz.worker.flights`). Each is
 estimated as its tokens (prompt + max new tokens, what the worker will process at most) times the median
 seconds per token of recent runs: a median, so one run slowed by a busy machine does not swing every
 estimate. A run whose size is unknown (not a generation) counts as the median run. A run that switches the

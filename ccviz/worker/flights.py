@@ -21,13 +21,12 @@ from typing import Any, Protocol
 
 from ..engine import ProgressCallback
 from ..trace import Trace
-from ..worker import ModelWorker
-from ..worker.client import POLL_SECONDS, WaitCallback
+from .client import POLL_SECONDS, ModelWorker, WaitCallback
 from .eta import Ahead, RunSpeeds, queue_line
 
 
 class Store(Protocol):
-    """Where finished results go (the app's :class:`~ccviz.ui.jobs.ResultStore`), keyed by task."""
+    """Where finished results go (the app's :class:`~ccviz.worker.jobs.ResultStore`), keyed by task."""
 
     def get(self, task: Any) -> Any | None: ...
 
@@ -48,7 +47,7 @@ class Flight:
     """One task computed once in the worker, for every follower (identity equality: it is a worker ticket).
 
     The task runs on its own model (``task.model``; the worker switches to it in the flight's turn), after
-    ``check(task)`` if given: a run validated only once its model is loaded (:func:`~ccviz.ui.jobs.check_run`)."""
+    ``check(task)`` if given: a run validated only once its model is loaded (:func:`~ccviz.worker.jobs.check_run`)."""
 
     def __init__(
         self,
