@@ -13,8 +13,8 @@ import torch
 
 from .engine import ProgressCallback, RefreshCallback, generate
 from .models import LoadedModel
+from .policies.counter_causal.surprise import counter_causal_surprise
 from .prompts import encode_prompt
-from .scoring import counter_causal_surprise
 from .trace import Trace
 
 ATTENTION_SIGNALS = {

@@ -15,7 +15,7 @@ from ccviz.engine import CacheSession
 from ccviz.engine.allocation import pyramid_budgets
 from ccviz.engine.survivors import adaptive_keep, pyramid_keep, select_survivors
 from ccviz.models.tiny import build_tiny_model
-from ccviz.scoring import causal_pass, surprise_from_cache
+from ccviz.policies.counter_causal.surprise import causal_pass, surprise_from_cache
 
 TEXT = (
     "Patient record 4471. Mrs. Okafor, 68, was admitted with chest pain. She is allergic to latex. An ECG showed no "

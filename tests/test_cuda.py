@@ -12,8 +12,8 @@ import torch
 from test_engine import LONG_PROMPT, PROMPTS, _generated_ids
 
 from ccviz import RunConfig, generate, load_model
+from ccviz.policies.counter_causal.surprise import counter_causal_surprise
 from ccviz.prompts import encode_prompt
-from ccviz.scoring import counter_causal_surprise
 
 pytestmark = [
     pytest.mark.cuda,

@@ -6,7 +6,7 @@ import torch
 from ccviz import CcvizError, generate
 from ccviz.choices import SURPRISE_SCORES
 from ccviz.explain import descending_rank, explain_token
-from ccviz.scoring import (
+from ccviz.policies.counter_causal.surprise import (
     _counter_causal_attention,
     _residual_stream,
     causal_pass,

@@ -17,8 +17,8 @@ from ccviz import CcvizError, generate
 from ccviz.engine import CacheSession, RunConfig
 from ccviz.models import GEMMA_MODEL, LoadedModel, cache_dir, layer_windows, load_model, model_name
 from ccviz.models.embedded import GEMMA_PACKAGE, converted_default
+from ccviz.policies.counter_causal.surprise import causal_pass, counter_causal_surprise
 from ccviz.prompts import PLAIN_SUFFIX, encode_prompt
-from ccviz.scoring import causal_pass, counter_causal_surprise
 
 WINDOW = 8
 LAYER_TYPES = ("sliding_attention", "full_attention", "sliding_attention")  # the last layer local: the fast variant

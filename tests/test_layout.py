@@ -132,10 +132,10 @@ LAYERS = {
     "prompts": 0,
     "models": 0,
     "capture": 1,
-    "scoring": 1,
     "cache": 1,
     "phrases": 1,
     "policies": 2,
+    "scoring": 2,  # the public name of counter-causal surprise, kept in policies/counter_causal/
     "plugins": 2,
     "engine": 3,
     "trace": 3,

@@ -9,7 +9,7 @@ import torch
 import ccviz
 from ccviz import generate
 from ccviz.policies import POLICIES
-from ccviz.scoring import causal_pass
+from ccviz.policies.counter_causal.surprise import causal_pass
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "policies.md"
 

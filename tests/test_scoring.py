@@ -9,7 +9,7 @@ from ccviz import CcvizError, generate
 from ccviz.engine.survivors import select_survivors
 from ccviz.policies import POLICIES
 from ccviz.policies.counter_causal import smooth_scores
-from ccviz.scoring import causal_pass, counter_causal_surprise, surprise_from_cache
+from ccviz.policies.counter_causal.surprise import causal_pass, counter_causal_surprise, surprise_from_cache
 
 TEXT = (
     "Patient record 4471. Mrs. Okafor, 68, was admitted with chest pain. She is allergic to latex. "

@@ -5,8 +5,8 @@ The same token ids in the same forward passes give the same cache. The session p
 refresh (``feed(..., refresh=False)``), so every candidate is still cached: the policy's
 ``score_candidates`` and the session's ``survivors`` give the decision, the counter-causal policy's
 scoring under each score (logit, logprob, contrast) the surprise, and
-:func:`ccviz.scoring.counter_causal_weights` / :func:`ccviz.scoring.causal_weights_received` the
-attention behind it. Nothing here re-implements a score; a replay that does not reproduce the
+``counter_causal_weights`` / ``causal_weights_received`` of :mod:`ccviz.policies.counter_causal.surprise`
+the attention behind it. Nothing here re-implements a score; a replay that does not reproduce the
 trace's refresh is refused.
 """
 
@@ -23,7 +23,7 @@ from ..engine import CacheSession, RunConfig
 from ..errors import CcvizError
 from ..models import LoadedModel
 from ..policies import CounterCausalFast, Policy
-from ..scoring import causal_weights_received, counter_causal_weights
+from ..policies.counter_causal.surprise import causal_weights_received, counter_causal_weights
 from ..trace import Cycle, Trace
 from .explanation import Explanation, explain_without_replay
 from .ranking import descending_rank, rank_candidate

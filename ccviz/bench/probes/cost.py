@@ -19,7 +19,7 @@ import torch
 
 from ...fields import Validated, whole
 from ...models import load_model
-from ...scoring import causal_pass, surprise_from_cache
+from ...policies.counter_causal.surprise import causal_pass, surprise_from_cache
 from ..data.texts import long_document
 from ..timing import median_seconds
 

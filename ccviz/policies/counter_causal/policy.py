@@ -7,13 +7,13 @@ from typing import Any, ClassVar
 
 import torch
 
-from ..cache import Candidates
-from ..capture import decoder_layers
-from ..choices import SURPRISE_SCORES, Granularity, SurpriseScore
-from ..errors import CcvizError
-from ..fields import choice, flag, whole
-from ..scoring import check_from_layer, check_window, first_layer, surprise_from_cache
-from .base import Policy
+from ...cache import Candidates
+from ...capture import decoder_layers
+from ...choices import SURPRISE_SCORES, Granularity, SurpriseScore
+from ...errors import CcvizError
+from ...fields import choice, flag, whole
+from ..base import Policy
+from .surprise import check_from_layer, check_window, first_layer, surprise_from_cache
 
 
 def smooth_scores(scores: torch.Tensor, window: int) -> torch.Tensor:
@@ -98,7 +98,7 @@ class _CounterCausalBase(Policy):
     def stream_inputs(
         self, model: torch.nn.Module, candidates: Candidates
     ) -> tuple[list, torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        """``(kv, tok, pos, hidden)`` of the candidates, as :func:`ccviz.scoring.surprise_from_cache` takes them.
+        """``(kv, tok, pos, hidden)`` of the candidates, as :func:`.surprise.surprise_from_cache` takes them.
 
         Frozen entries precede every candidate, so no candidate could see them: the candidates alone
         are the stream. Only the layers the stream re-runs are read; the others are None. A layer
