@@ -92,10 +92,11 @@ def record_sample(lm: Any, document: dict[str, Any], recording: Recording) -> An
 def record_case(lm: Any, case: BenchCase, full: bool) -> tuple[dict[str, Any], Any]:
     """The benchmark case as a manifest entry, and its run as the harness measured it: the row's policy at its
     budget, or the full cache (the harness's ceiling, run once per case)."""
-    from ccviz.bench.data.documents import make_case
     from ccviz.bench.specs import parse_spec
     from ccviz.bench.tasks.retention import RetentionSettings
-    from ccviz.bench.tasks.survival import FULL, FULL_BUDGET, prepare, run_case
+    from ccviz.bench.tasks.survival import FULL, FULL_BUDGET, run_case
+    from ccviz.cases.documents import make_case
+    from ccviz.cases.spans import prepare
     from ccviz.engine.budget import cache_size_for
 
     settings = RetentionSettings()

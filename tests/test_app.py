@@ -210,7 +210,7 @@ def test_samples_and_uploads_fill_the_document(app):
 
 
 def test_the_needle_generator_loads_one_map_cell_and_the_run_marks_the_needle(app):
-    from ccviz.bench.data.haystack import make_haystack_case
+    from ccviz.cases.haystack import make_haystack_case
     from ccviz.figures import phrase_survival
     from ccviz.figures.tokens import MARKED
     from ccviz.models import load_tokenizer

@@ -12,8 +12,6 @@ import pytest
 import torch
 
 from ccviz import CcvizError
-from ccviz.bench.data.documents import COMBINATIONS, KINDS, make_case
-from ccviz.bench.data.spans import prompt_tokens
 from ccviz.bench.metrics import (
     answer_matches,
     cache_before,
@@ -28,6 +26,8 @@ from ccviz.bench.results import ResultTable, load_results
 from ccviz.bench.specs import PolicySpec, parse_spec, titled
 from ccviz.bench.tasks.perplexity import sequence_nll
 from ccviz.bench.tasks.retention import RetentionCell, measure_cell
+from ccviz.cases.documents import COMBINATIONS, KINDS, make_case
+from ccviz.cases.spans import prompt_tokens
 from ccviz.prompts import encode_prompt
 from ccviz.trace import Cycle, TokenRecord, Trace
 

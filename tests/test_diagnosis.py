@@ -10,10 +10,9 @@ import pytest
 import torch
 
 from ccviz import CcvizError, generate
-from ccviz.bench.data.spans import prompt_tokens
 from ccviz.bench.diagnosis import diagnose, mann_whitney_auc, summarise_diagnosis, word_kind
 from ccviz.bench.reading import ReadingProbe
-from ccviz.bench.tasks.survival import Prepared, prepare
+from ccviz.cases.spans import Prepared, prepare, prompt_tokens
 from ccviz.trace import Cycle, TokenRecord, Trace
 
 DOC = (

@@ -134,6 +134,7 @@ LAYERS = {
     "capture": 1,
     "cache": 1,
     "phrases": 1,
+    "cases": 1,
     "policies": 2,
     "scoring": 2,  # the public name of counter-causal surprise, kept in policies/counter_causal/
     "plugins": 2,

@@ -13,7 +13,6 @@ import pandas as pd
 import pytest
 
 from ccviz import generate
-from ccviz.bench.data.haystack import KINDS, RULER_TASKS, SENTENCE_TOKENS, TASKS, make_haystack_case, token_count
 from ccviz.bench.dispatch import Workers, measure_cells, threads_per_worker
 from ccviz.bench.metrics import summarise_rates
 from ccviz.bench.needle_figures import needle_difference_figure, needle_map_figure, ruler_figure
@@ -29,6 +28,7 @@ from ccviz.bench.tasks.needle import (
     run_ruler,
     summarise_map,
 )
+from ccviz.cases.haystack import KINDS, RULER_TASKS, SENTENCE_TOKENS, TASKS, make_haystack_case, token_count
 from ccviz.engine.budget import cache_size_for, check_budget
 from ccviz.errors import CcvizError
 from ccviz.prompts import encode_prompt

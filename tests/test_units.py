@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from ccviz import generate
-from ccviz.bench.data.documents import make_case
+from ccviz.cases.documents import make_case
 from ccviz.engine.survivors import select_units
 from ccviz.engine.units import group_units, pool_scores, token_classes
 

@@ -35,12 +35,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from ..cases.documents import INSTRUCTION
+from ..cases.spans import Prepared
 from ..engine.units import group_units, token_classes
 from ..trace import Trace
-from .data.documents import INSTRUCTION
 from .metrics import cache_before
 from .specs import FULL, evicting
-from .tasks.survival import Prepared
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -1,7 +1,7 @@
 """The "needle" sample generator: one cell of a needle map, loaded into the text box to watch it happen.
 
 The user picks a context length, a depth and what the needle states (or a RULER-style task); the
-harness's own generator (:mod:`ccviz.bench.data.haystack`) writes the document and question, counted in
+harness's own generator (:mod:`ccviz.cases.haystack`) writes the document and question, counted in
 the session's model's tokens, and the budget is set as the benchmark sets it (J = 25% of the document,
 h = J/4). The needle's sentence is remembered, so the Run page can mark its tokens.
 """
@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ..bench.data.haystack import KINDS, TASKS, make_haystack_case, token_count
-from ..bench.tasks.needle import NeedleSettings
-from ..bench.tasks.survival import prepare
+from ..cases.haystack import KINDS, NEEDLE_BUDGET, NEEDLE_LENGTHS, TASKS, make_haystack_case, token_count
+from ..cases.spans import prepare
 from ..engine.budget import budget_text, cache_size_for
 from ..errors import CcvizError
 from ..models import load_tokenizer
@@ -21,7 +20,7 @@ from .keys import EXPECT_KEY, QUESTION_KEY
 from .model_picker import chosen_source
 
 NEEDLE_KEY = "doc.needle"  # the generated needle's sentence, while the text box still holds its document
-BUDGET = NeedleSettings().budgets[0]
+BUDGET = NEEDLE_BUDGET
 TASK_LABELS = {
     "needle": "one needle",
     "multikey": "needle among distractors",
@@ -37,7 +36,7 @@ def _tokenizer(model: str | None):
 
 def needle_lengths(ceiling: int) -> list[int]:
     """The needle map's context lengths that fit the app's token limit (with room for the answer)."""
-    return [n for n in NeedleSettings().lengths if n + max(64, n // 10) <= ceiling] or [min(NeedleSettings().lengths)]
+    return [n for n in NEEDLE_LENGTHS if n + max(64, n // 10) <= ceiling] or [min(NEEDLE_LENGTHS)]
 
 
 def _generate() -> None:

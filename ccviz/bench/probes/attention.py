@@ -31,12 +31,12 @@ from typing import Any
 import torch
 
 from ...capture import ATTENTION_IMPLEMENTATION, install_hooks
+from ...cases.texts import long_document
 from ...engine import CacheSession, generate
 from ...errors import CcvizError
 from ...fields import Validated, whole
 from ...models import LoadedModel, load_model
 from ...prompts import encode_prompt
-from ..data.texts import long_document
 from ..specs import PolicySpec
 from ..tasks.efficiency import decide, filled_session, forward_seconds
 from .overhead import PROMPT

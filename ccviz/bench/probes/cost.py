@@ -17,10 +17,10 @@ from typing import Any
 
 import torch
 
+from ...cases.texts import long_document
 from ...fields import Validated, whole
 from ...models import load_model
 from ...policies.counter_causal.surprise import causal_pass, surprise_from_cache
-from ..data.texts import long_document
 from ..timing import median_seconds
 
 CASES = [

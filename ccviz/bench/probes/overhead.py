@@ -16,11 +16,11 @@ from typing import Any
 
 import torch
 
+from ...cases.texts import long_document
 from ...engine import generate
 from ...fields import Validated, whole
 from ...models import load_model
 from ...prompts import encode_prompt
-from ..data.texts import long_document
 from ..timing import median_seconds
 
 PROMPT = "Write a long, detailed story about a lighthouse keeper who finds a message in a bottle."

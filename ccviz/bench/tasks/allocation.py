@@ -18,6 +18,7 @@ from typing import Any
 
 import pandas as pd
 
+from ...cases.spans import Prepared
 from ...models import LoadedModel
 from ...trace import Trace
 from ..dispatch import Workers
@@ -25,7 +26,6 @@ from ..metrics import cache_before
 from ..registry import TaskRun
 from ..specs import PolicySpec
 from . import perplexity, retention
-from .survival import Prepared
 
 ATTENTION_POLICIES = ("snapkv", "tova", "h2o")
 COUNTER_CAUSAL_POLICIES = ("counter_causal_fast", "counter_causal")

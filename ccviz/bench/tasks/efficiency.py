@@ -31,12 +31,12 @@ import pandas as pd
 import torch
 
 from ...capture import decoder_layers
+from ...cases.texts import prose_segments
 from ...engine import CacheSession, RunConfig, generate
 from ...fields import Validated, whole
 from ...models import LoadedModel, load_model
 from ...policies import Policy
 from ...policies.kvzip import KVzip
-from ..data.texts import prose_segments
 from ..processes import fresh_processes
 from ..registry import TaskRun
 from ..results import ResultTable, write_summary

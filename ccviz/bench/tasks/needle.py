@@ -23,15 +23,16 @@ from typing import Any, ClassVar
 
 import pandas as pd
 
+from ...cases.haystack import KINDS, NEEDLE_BUDGET, NEEDLE_LENGTHS, RULER_TASKS, HaystackCase, make_haystack_case
+from ...cases.spans import prepare
 from ...engine.budget import check_budget
 from ...fields import Validated, choice, number, whole
 from ...models import LoadedModel
-from ..data.haystack import KINDS, RULER_TASKS, HaystackCase, make_haystack_case
 from ..dispatch import Workers
 from ..metrics import answer_matches, summarise_rates
 from ..registry import TaskRun
 from ..specs import PolicySpec, registered_specs
-from .survival import case_runs, prepare, run_case, run_cells
+from .survival import case_runs, run_case, run_cells
 
 COLUMNS = [
     "task",
@@ -85,11 +86,9 @@ class _Grid(Validated):
 
 @dataclass(frozen=True)
 class NeedleSettings(_Grid):
-    lengths: tuple[int, ...] = whole(
-        "lengths", 200, default=(500, 1000, 2000, 3500, 5000, 7500), maximum=8000, each=True
-    )
+    lengths: tuple[int, ...] = whole("lengths", 200, default=NEEDLE_LENGTHS, maximum=8000, each=True)
     depths: tuple[float, ...] = number("depths", 0, 1, default=(0.0, 0.167, 0.333, 0.5, 0.667, 0.833, 1.0), each=True)
-    budgets: tuple[float, ...] = number("budgets", 0, default=(0.25,), each=True)  # <= 1: share of the document; > 1: J
+    budgets: tuple[float, ...] = number("budgets", 0, default=(NEEDLE_BUDGET,), each=True)  # <= 1: share; > 1: J
     trials: int = whole("trials", 1, default=1)  # needles per cell; the needle's kind cycles over the map
     seed: int = whole("seed", 0, default=0)
     sizes: ClassVar[tuple[str, ...]] = ("lengths", "depths")

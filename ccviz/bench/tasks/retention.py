@@ -20,17 +20,18 @@ from typing import Any
 
 import pandas as pd
 
+from ...cases.documents import make_case
+from ...cases.spans import Prepared, prepare
 from ...fields import Validated, number, whole
 from ...models import LoadedModel
 from ...trace import Trace
-from ..data.documents import make_case
 from ..diagnosis import MEASURES, diagnose
 from ..dispatch import Workers
 from ..metrics import answer_matches, binomial_rate
 from ..reading import ReadingProbe
 from ..registry import TaskRun
 from ..specs import PolicySpec, registered_specs
-from .survival import Prepared, case_runs, prepare, run_case, run_cells
+from .survival import case_runs, run_case, run_cells
 
 COLUMNS = [
     "case",

@@ -20,13 +20,12 @@ from typing import Any, Protocol
 
 import pandas as pd
 
+from ...cases.spans import Prepared
 from ...engine import generate
 from ...engine.budget import cache_size_for
 from ...models import LoadedModel, model_name
 from ...policies import Policy
-from ...prompts import join_question
 from ...trace import Trace
-from ..data.spans import PromptTokens, prompt_tokens
 from ..dispatch import Measure, Workers, measure_into
 from ..metrics import kept_before
 from ..results import ResultTable, write_summary
@@ -41,36 +40,6 @@ def case_runs(specs: Iterable[PolicySpec], budgets: Iterable[float]) -> list[tup
     """What one case runs under: the full cache once, then every other spec at every budget."""
     budgets = tuple(budgets)
     return [(FULL, FULL_BUDGET)] + [(spec, budget) for spec in specs if spec.name != FULL.name for budget in budgets]
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """A prompt as the engine encodes it, and what survival is measured against."""
-
-    tokens: PromptTokens
-    question_start: int  # timestep of the first question token: where survival is read
-    doc_tokens: int  # tokens of the document before the question: what a budget share is a share of
-    required: list[int]  # timesteps (ascending) of every token the answer needs
-    document: str  # the prompt's text before the blank line and its question: asked apart, the same tokens
-    question: str
-
-    @property
-    def text_tokens(self) -> int:
-        """The prompt's tokens without the chat template's prefix."""
-        return len(self.tokens.ids) - self.tokens.text_start
-
-
-def prepare(tokenizer: Any, prompt: str, question_start: int, spans: Iterable[tuple[int, int]]) -> Prepared:
-    """``prompt``'s timesteps, with ``question_start`` and the required ``spans`` given in characters. The
-    question must follow the document after a blank line, as :func:`ccviz.prompts.join_question` joins them,
-    so that asking it apart gives the prompt's own text, token for token."""
-    document, asked = prompt[:question_start].rstrip(), prompt[question_start:]
-    if join_question(document, asked) != (prompt, question_start):
-        raise ValueError("the question must follow the document after a blank line, with no space around it")
-    tokens = prompt_tokens(tokenizer, prompt)
-    question = tokens.first_timestep(question_start)
-    required = sorted({t for start, end in spans for t in tokens.timesteps(start, end)})
-    return Prepared(tokens, question, question - tokens.text_start, required, document, asked)
 
 
 @dataclass(frozen=True)

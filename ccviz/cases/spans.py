@@ -7,9 +7,11 @@ tokenized on its own (``ccviz.prompts.encode_prompt``), so a character of the te
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
-from ...prompts import encode_prompt
+from ..prompts import encode_prompt, join_question
 
 
 @dataclass(frozen=True)
@@ -41,3 +43,33 @@ def prompt_tokens(tokenizer, text: str, *, chat: bool = True) -> PromptTokens:
     if encoded.ids[start : start + len(ids)] != ids:
         raise RuntimeError("the tokenizer's offsets do not match the engine's encoding of the prompt")
     return PromptTokens(ids=encoded.ids, text_start=start, offsets=offsets)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A prompt as the engine encodes it, and what survival is measured against."""
+
+    tokens: PromptTokens
+    question_start: int  # timestep of the first question token: where survival is read
+    doc_tokens: int  # tokens of the document before the question: what a budget share is a share of
+    required: list[int]  # timesteps (ascending) of every token the answer needs
+    document: str  # the prompt's text before the blank line and its question: asked apart, the same tokens
+    question: str
+
+    @property
+    def text_tokens(self) -> int:
+        """The prompt's tokens without the chat template's prefix."""
+        return len(self.tokens.ids) - self.tokens.text_start
+
+
+def prepare(tokenizer: Any, prompt: str, question_start: int, spans: Iterable[tuple[int, int]]) -> Prepared:
+    """``prompt``'s timesteps, with ``question_start`` and the required ``spans`` given in characters. The
+    question must follow the document after a blank line, as :func:`ccviz.prompts.join_question` joins them,
+    so that asking it apart gives the prompt's own text, token for token."""
+    document, asked = prompt[:question_start].rstrip(), prompt[question_start:]
+    if join_question(document, asked) != (prompt, question_start):
+        raise ValueError("the question must follow the document after a blank line, with no space around it")
+    tokens = prompt_tokens(tokenizer, prompt)
+    question = tokens.first_timestep(question_start)
+    required = sorted({t for start, end in spans for t in tokens.timesteps(start, end)})
+    return Prepared(tokens, question, question - tokens.text_start, required, document, asked)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from ...errors import CcvizError
+from ..errors import CcvizError
 
 
 def _is_prose(paragraph: str) -> bool:

@@ -16,7 +16,7 @@ import string
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from ...errors import CcvizError
+from ..errors import CcvizError
 from .vocabulary import (
     CHAT_EXCHANGES,
     CLINICAL_CORES,

@@ -25,13 +25,15 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ...errors import CcvizError
+from ..errors import CcvizError
 from .documents import INSTRUCTION
 from .texts import prose_corpus
 
 TASKS = ("needle", "multikey", "multivalue", "variable_tracking")
 RULER_TASKS = TASKS[1:]
 KINDS = ("number", "identifier", "word")  # what a needle states; variable tracking always chains numbers
+NEEDLE_LENGTHS = (500, 1000, 2000, 3500, 5000, 7500)  # the needle map's context lengths, in tokens
+NEEDLE_BUDGET = 0.25  # the needle map's budget: J as a share of the document
 SENTENCE_TOKENS = (5, 64)  # hay sentences outside this range are skipped: depth stays precise to one sentence
 DISTRACTORS = 3  # multikey: needles for other keys
 VALUES = 4  # multivalue: values stated for the one key
