@@ -209,6 +209,22 @@ class Candidates:
     policy that reads beyond the candidates (SnapKV pools each candidate with its neighbours, frozen
     ones included); :meth:`take` cuts a per-entry tensor of it down to the candidates' rows. ``tokenizer``:
     the run's, for a policy that feeds the model text of its own (kvzip's repeat prompt); None when not given.
+
+    Parameters
+    ----------
+    cache : CacheState
+        The run's managed cache; its first ``cache.frozen`` entries are never candidates.
+    tokenizer : optional
+        The run's tokenizer.
+
+    Attributes
+    ----------
+    pos, tok : torch.Tensor
+        long ``[n]``: original positions and token ids of the n candidates, in cache order.
+    residuals : dict[int, torch.Tensor]
+        layer -> stored H^(l) rows ``[n, d_model]``, for the layers a policy asked for.
+    extras : dict[str, torch.Tensor]
+        per-entry side tables (attention sums, ...), candidate rows only: ``[n, ...]``.
     """
 
     def __init__(self, cache: CacheState, tokenizer: Any = None):

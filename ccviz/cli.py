@@ -156,7 +156,7 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("--json", action="store_true", help="print the whole explanation as JSON")
 
     sub.add_parser("policies", help="list the eviction policies")
-    from .bench.command import add_parser as add_bench_parser
+    from ccviz_bench.command import add_parser as add_bench_parser
 
     add_bench_parser(sub)
     return parser
@@ -389,7 +389,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "explain":
             _cmd_explain(args)
         elif args.command == "bench":
-            from .bench.command import main as bench_main
+            from ccviz_bench.command import main as bench_main
 
             bench_main(args)
         else:

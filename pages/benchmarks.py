@@ -4,11 +4,11 @@ from pathlib import Path
 
 import streamlit as st
 
-from ccviz.bench.browse import cached_sections, command_for_all, result_folders
-from ccviz.bench.reproduce import display_path
-from ccviz.bench.results import PUBLISHED, RESULTS_ENV, results_dir
 from ccviz.ui.bench_views import section_view
 from ccviz.ui.frame import ensure_app_frame
+from ccviz_bench.browse import cached_sections, command_for_all, result_folders
+from ccviz_bench.reproduce import display_path
+from ccviz_bench.results import PUBLISHED, RESULTS_ENV, results_dir
 
 ensure_app_frame()  # a fresh server's first request for a deep link: rerun it through app.py
 

@@ -10,7 +10,7 @@ sample, change SAMPLE_FILE and record again: the steps' words name the document 
 
 Step 6's document is BENCH_CASE, a measured retention case (a row of bench/results/retention.csv where the full
 cache answered and a policy kept the fact without answering), rebuilt by the harness's own generator and run as
-the harness runs it (``ccviz.bench.tasks.survival.run_case``): the trace is the run behind that row. Every run
+the harness runs it (``ccviz_bench.tasks.survival.run_case``): the trace is the run behind that row. Every run
 is deterministic (greedy), so recording again gives the same kept sets. At the end each step says whether the
 recording tells its story (the full cache answers, the window misses, ...), so a new sample is checked at once.
 """
@@ -92,12 +92,12 @@ def record_sample(lm: Any, document: dict[str, Any], recording: Recording) -> An
 def record_case(lm: Any, case: BenchCase, full: bool) -> tuple[dict[str, Any], Any]:
     """The benchmark case as a manifest entry, and its run as the harness measured it: the row's policy at its
     budget, or the full cache (the harness's ceiling, run once per case)."""
-    from ccviz.bench.specs import parse_spec
-    from ccviz.bench.tasks.retention import RetentionSettings
-    from ccviz.bench.tasks.survival import FULL, FULL_BUDGET, run_case
     from ccviz.cases.documents import make_case
     from ccviz.cases.spans import prepare
     from ccviz.engine.budget import cache_size_for
+    from ccviz_bench.specs import parse_spec
+    from ccviz_bench.tasks.retention import RetentionSettings
+    from ccviz_bench.tasks.survival import FULL, FULL_BUDGET, run_case
 
     settings = RetentionSettings()
     made = make_case(case.index, words=settings.words, seed=settings.seed)

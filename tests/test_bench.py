@@ -12,7 +12,11 @@ import pytest
 import torch
 
 from ccviz import CcvizError
-from ccviz.bench.metrics import (
+from ccviz.cases.documents import COMBINATIONS, KINDS, make_case
+from ccviz.cases.spans import prompt_tokens
+from ccviz.prompts import encode_prompt
+from ccviz.trace import Cycle, TokenRecord, Trace
+from ccviz_bench.metrics import (
     answer_matches,
     cache_before,
     first_divergence,
@@ -20,16 +24,12 @@ from ccviz.bench.metrics import (
     repeated_ngram_rate,
     wilson_interval,
 )
-from ccviz.bench.plots import write_plots
-from ccviz.bench.report import provenance_line
-from ccviz.bench.results import ResultTable, load_results
-from ccviz.bench.specs import PolicySpec, parse_spec, titled
-from ccviz.bench.tasks.perplexity import sequence_nll
-from ccviz.bench.tasks.retention import RetentionCell, measure_cell
-from ccviz.cases.documents import COMBINATIONS, KINDS, make_case
-from ccviz.cases.spans import prompt_tokens
-from ccviz.prompts import encode_prompt
-from ccviz.trace import Cycle, TokenRecord, Trace
+from ccviz_bench.plots import write_plots
+from ccviz_bench.report import provenance_line
+from ccviz_bench.results import ResultTable, load_results
+from ccviz_bench.specs import PolicySpec, parse_spec, titled
+from ccviz_bench.tasks.perplexity import sequence_nll
+from ccviz_bench.tasks.retention import RetentionCell, measure_cell
 
 
 # ----- document generator ----------------------------------------------------------------------
@@ -158,8 +158,8 @@ def test_policy_specs_parse_and_fail_in_one_line():
 
 
 def test_benchmarks_measure_every_policy_and_the_papers_form_of_counter_causal():
-    from ccviz.bench.specs import registered_specs
     from ccviz.policies import POLICIES
+    from ccviz_bench.specs import registered_specs
 
     labels = [spec.label for spec in registered_specs()]
     assert set(POLICIES) < set(labels) and len(labels) == len(set(labels))
@@ -214,7 +214,7 @@ def test_result_table_resumes_and_refuses_other_settings(tmp_path):
 
 def _run_table(monkeypatch, directory: Path, commit: str, cpu: str = "CPU A") -> ResultTable:
     """The ``runs`` table opened by a run at ``commit`` (a clean tree) on a machine whose CPU is ``cpu``."""
-    import ccviz.bench.results as results
+    import ccviz_bench.results as results
 
     monkeypatch.setattr(results, "source_commit", lambda: commit)
     monkeypatch.setattr(results, "git", lambda *args: "")
@@ -357,13 +357,13 @@ def test_charts_are_valid_svg_with_one_line_per_policy(tmp_path):
 
 
 def test_report_keeps_significant_digits_of_sub_millisecond_refreshes():
-    from ccviz.bench.report import _ratio
+    from ccviz_bench.report import _ratio
 
     assert [_ratio(v) for v in (0.948, 0.0132, 2.34e-5, float("nan"))] == ["0.948x", "0.013x", "2.3e-05x", "-"]
 
 
 def test_ablation_table_shows_survival_and_kept_share_and_omits_unmeasured_accuracy():
-    from ccviz.bench.report import ablation_table
+    from ccviz_bench.report import ablation_table
 
     nan = float("nan")
     retention = pd.DataFrame(
@@ -385,7 +385,7 @@ def test_ablation_table_shows_survival_and_kept_share_and_omits_unmeasured_accur
 
 
 def test_sign_test_matches_the_binomial_tail():
-    from ccviz.bench.metrics import sign_test
+    from ccviz_bench.metrics import sign_test
 
     assert sign_test(0, 0) == 1.0
     assert sign_test(6, 0) == pytest.approx(2 / 64)  # all 6 discordant cases one way: 2 * (1/2)^6
@@ -395,8 +395,8 @@ def test_sign_test_matches_the_binomial_tail():
 
 
 def test_variants_are_paired_with_their_own_default_on_the_same_cases_per_budget():
-    from ccviz.bench.pairing import default_labels, paired_with_defaults
-    from ccviz.bench.tasks.ablation import answer_forms_specs
+    from ccviz_bench.pairing import default_labels, paired_with_defaults
+    from ccviz_bench.tasks.ablation import answer_forms_specs
 
     forms = [s.label for s in answer_forms_specs()]
     slow = "counter_causal:score=logprob,granularity=word,pool=max,left_context=3"  # the defaults, spelt out
@@ -432,7 +432,7 @@ def test_variants_are_paired_with_their_own_default_on_the_same_cases_per_budget
 
 
 def test_the_retention_report_pairs_variants_measured_next_to_their_default():
-    from ccviz.bench.report import retention_pairing
+    from ccviz_bench.report import retention_pairing
 
     rows = pd.DataFrame(
         {
@@ -454,8 +454,8 @@ def test_the_retention_report_pairs_variants_measured_next_to_their_default():
 
 
 def test_the_retention_report_marks_the_cells_of_an_unfinished_run_with_their_count():
-    from ccviz.bench.report import retention_tables
-    from ccviz.bench.tasks.retention import summarise
+    from ccviz_bench.report import retention_tables
+    from ccviz_bench.tasks.retention import summarise
 
     def cells(policy: str, budget: float, answered: list[int]) -> pd.DataFrame:
         n = len(answered)
@@ -475,8 +475,8 @@ def test_the_retention_report_marks_the_cells_of_an_unfinished_run_with_their_co
 
 
 def test_a_variant_replaces_its_default_only_by_answering_more_pooled_and_fewer_at_no_budget():
-    from ccviz.bench.pairing import default_decision
-    from ccviz.bench.report import retention_pairing
+    from ccviz_bench.pairing import default_decision
+    from ccviz_bench.report import retention_pairing
 
     def cells(policy: str, budget: float, answered: list[int]) -> pd.DataFrame:
         return pd.DataFrame({"case": range(len(answered)), "budget": budget, "policy": policy, "answered": answered})
@@ -511,7 +511,7 @@ def test_a_variant_replaces_its_default_only_by_answering_more_pooled_and_fewer_
 
 
 def test_ruler_variants_are_paired_by_the_share_of_required_tokens_kept_per_task_and_budget():
-    from ccviz.bench.report import ruler_pairing
+    from ccviz_bench.report import ruler_pairing
 
     word, fast = "counter_causal_fast:granularity=word,pool=max", "counter_causal_fast"
     rows = pd.DataFrame(
@@ -530,7 +530,7 @@ def test_ruler_variants_are_paired_by_the_share_of_required_tokens_kept_per_task
 
 
 def test_retention_breakdown_splits_survival_by_fact_type_and_position_at_the_middle_budget():
-    from ccviz.bench.report import retention_breakdown
+    from ccviz_bench.report import retention_breakdown
 
     rows = pd.DataFrame(
         {
@@ -550,7 +550,7 @@ def test_retention_breakdown_splits_survival_by_fact_type_and_position_at_the_mi
 
 # ----- efficiency: which sizes each policy is timed at, and the fitted exponent ------------------------
 def test_quadratic_passes_stop_early_and_others_go_to_every_size():
-    from ccviz.bench.tasks.efficiency import timed_sizes
+    from ccviz_bench.tasks.efficiency import timed_sizes
 
     settings = {"sizes": [512, 4096, 8192, 32768], "full_max_n": 8192, "attention_max_n": 4096}
     assert timed_sizes("counter_causal_fast", settings) == [512, 4096, 8192, 32768]
@@ -565,7 +565,7 @@ def test_quadratic_passes_stop_early_and_others_go_to_every_size():
 def test_fitted_exponent_recovers_a_power_law_and_skips_missing_times():
     import pandas as pd
 
-    from ccviz.bench.tasks.efficiency import fitted_exponent
+    from ccviz_bench.tasks.efficiency import fitted_exponent
 
     n = pd.Series([512, 1024, 2048, 4096])
     assert fitted_exponent(n, 3e-9 * n.astype(float) ** 2) == pytest.approx(2.0)
@@ -574,8 +574,8 @@ def test_fitted_exponent_recovers_a_power_law_and_skips_missing_times():
 
 
 def test_policies_that_only_read_the_cache_share_one_fill():
-    from ccviz.bench.specs import parse_spec
-    from ccviz.bench.tasks.efficiency import fill_groups
+    from ccviz_bench.specs import parse_spec
+    from ccviz_bench.tasks.efficiency import fill_groups
 
     specs = [
         parse_spec(t)
@@ -601,7 +601,7 @@ def test_policies_that_only_read_the_cache_share_one_fill():
 
 def test_every_task_is_described_once_in_the_registry():
     """One entry per task: unique names, titles and result files, and every part it names exists."""
-    from ccviz.bench import registry
+    from ccviz_bench import registry
 
     names = [entry.name for entry in (*registry.TASKS, *registry.PROBES)]
     titles = [entry.title for entry in registry.TASKS]
@@ -632,7 +632,7 @@ def test_retention_measures_again_the_rows_that_were_not_answered(tiny, tmp_path
     """A results file measured without answers gains them on the next run: each row once, now answered."""
     from dataclasses import replace
 
-    from ccviz.bench.tasks import retention
+    from ccviz_bench.tasks import retention
 
     settings = replace(retention.RetentionSettings.quick(), accuracy_cases=0)
     specs = [PolicySpec("sliding")]

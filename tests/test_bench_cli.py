@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from ccviz import POLICIES
-from ccviz.bench.results import load_results
+from ccviz_bench.results import load_results
 
 
 def _bench(*args, timeout=900):  # a hang guard, not a speed check
@@ -125,8 +125,8 @@ def test_retention_rows_spread_over_worker_processes_are_the_rows_of_one_process
     """The allocation task's retention rows (its extra columns computed in the workers) with --workers 2."""
     import pandas as pd
 
-    from ccviz.bench.dispatch import Workers
-    from ccviz.bench.tasks import allocation
+    from ccviz_bench.dispatch import Workers
+    from ccviz_bench.tasks import allocation
 
     allocation.run(
         tiny, True, tmp_path, workers=Workers(count=2), model_args={"name_or_path": "tiny-random"}, log=lambda _: None

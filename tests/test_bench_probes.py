@@ -7,9 +7,9 @@ import re
 import pytest
 import torch
 
-from ccviz.bench.command import PROBES, TASKS
-from ccviz.bench.results import RESULTS_ENV, results_dir
 from ccviz.cli import main
+from ccviz_bench.command import PROBES, TASKS
+from ccviz_bench.results import RESULTS_ENV, results_dir
 
 TINY = ("--quick", "--model", "tiny-random")
 RATIOS = {  # what each report compares, against a baseline measured in the same run

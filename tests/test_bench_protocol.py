@@ -13,17 +13,17 @@ import pandas as pd
 import pytest
 
 from ccviz import CcvizError
-from ccviz.bench.pairing import default_labels, paired_protocols, paired_with
-from ccviz.bench.plots import colours
-from ccviz.bench.report import ablation_table, protocol_pairing, retention_tables
-from ccviz.bench.results import ResultTable, load_results
-from ccviz.bench.specs import PolicySpec, in_policy_order, parse_spec, split_protocol, titled, with_protocol
-from ccviz.bench.tasks.retention import RetentionCell, measure_cell, summarise
-from ccviz.bench.tasks.survival import run_case
 from ccviz.cases.documents import make_case
 from ccviz.cases.haystack import make_haystack_case
 from ccviz.cases.spans import prepare
 from ccviz.prompts import encode_prompt
+from ccviz_bench.pairing import default_labels, paired_protocols, paired_with
+from ccviz_bench.plots import colours
+from ccviz_bench.report import ablation_table, protocol_pairing, retention_tables
+from ccviz_bench.results import ResultTable, load_results
+from ccviz_bench.specs import PolicySpec, in_policy_order, parse_spec, split_protocol, titled, with_protocol
+from ccviz_bench.tasks.retention import RetentionCell, measure_cell, summarise
+from ccviz_bench.tasks.survival import run_case
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER = "protect_question=False"

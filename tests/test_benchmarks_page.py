@@ -15,19 +15,19 @@ import pytest
 from conftest import bench_quick
 from streamlit.testing.v1 import AppTest
 
-from ccviz.bench.command import TASKS
-from ccviz.bench.figures import (
+from ccviz_bench.command import TASKS
+from ccviz_bench.figures import (
     divergence_figure,
     perplexity_figure,
     rate_figure,
     refresh_cost_figure,
     refresh_seconds_figure,
 )
-from ccviz.bench.reproduce import reproduce_command
-from ccviz.bench.results import results_dir
-from ccviz.bench.tasks.ablation import RETENTION_BUDGET, ablation_specs
-from ccviz.bench.tasks.needle import RULER_VARIANTS, RulerSettings
-from ccviz.bench.tasks.retention import RetentionSettings
+from ccviz_bench.reproduce import reproduce_command
+from ccviz_bench.results import results_dir
+from ccviz_bench.tasks.ablation import RETENTION_BUDGET, ablation_specs
+from ccviz_bench.tasks.needle import RULER_VARIANTS, RulerSettings
+from ccviz_bench.tasks.retention import RetentionSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 NAN = float("nan")
@@ -353,8 +353,8 @@ def test_page_shows_partial_missing_and_unreadable_results_plainly(monkeypatch, 
 
 
 def test_efficiency_gaps_name_the_sizes_and_end_to_end_runs_a_rerun_adds():
-    from ccviz.bench.progress import efficiency_gaps
-    from ccviz.bench.registry import find_task
+    from ccviz_bench.progress import efficiency_gaps
+    from ccviz_bench.registry import find_task
 
     task = find_task("efficiency")
     settings = {"sizes": [512, 1024]}
@@ -383,12 +383,12 @@ def test_bench_report_of_a_stopped_run_summarises_its_rows_says_what_is_missing_
 ):
     """A stopped run leaves its rows and a stale summary (or none): the report, its charts and the page
     all show the rows measured so far, and the report names the gaps the page warns of."""
-    from ccviz.bench import browse
-    from ccviz.bench.plots import write_plots
-    from ccviz.bench.progress import current_results, read_tasks
-    from ccviz.bench.report import report_results
-    from ccviz.bench.results import load_results
     from ccviz.cli import main
+    from ccviz_bench import browse
+    from ccviz_bench.plots import write_plots
+    from ccviz_bench.progress import current_results, read_tasks
+    from ccviz_bench.report import report_results
+    from ccviz_bench.results import load_results
 
     folder = tmp_path / "stopped"
     shutil.copytree(quick_results, folder)
@@ -428,8 +428,8 @@ def test_bench_report_of_a_stopped_run_summarises_its_rows_says_what_is_missing_
 def test_a_budget_some_policies_lack_is_named_with_those_policies():
     """A folder's recorded budgets are the union of its runs: a policy missing one of them leaves a hole
     the tables show as a dash, so the gaps name it (a budget no policy has yet keeps its own line)."""
-    from ccviz.bench.progress import cell_gaps
-    from ccviz.bench.registry import TASKS
+    from ccviz_bench.progress import cell_gaps
+    from ccviz_bench.registry import TASKS
 
     entry = next(task for task in TASKS if task.name == "retention")
     part = entry.parts[0]
@@ -451,7 +451,7 @@ def test_a_budget_some_policies_lack_is_named_with_those_policies():
 def test_a_folder_is_read_once_per_change_of_its_files_and_a_growing_run_shows_its_new_rows(
     monkeypatch, quick_results, tmp_path
 ):
-    from ccviz.bench import browse
+    from ccviz_bench import browse
 
     folder = tmp_path / "growing"
     shutil.copytree(quick_results, folder)

@@ -12,10 +12,10 @@ import pandas as pd
 import pytest
 
 from ccviz import RunConfig, generate
-from ccviz.bench.results import ResultTable
-from ccviz.bench.specs import parse_spec, registered_specs
 from ccviz.errors import CcvizError
 from ccviz.policies import make_policy
+from ccviz_bench.results import ResultTable
+from ccviz_bench.specs import parse_spec, registered_specs
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPT = "The patient, Mr Rowe, is allergic to amoxicillin. He takes 20 mg of lisinopril daily, with food."

@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from ccviz import CcvizError, generate
-from ccviz.bench.diagnosis import diagnose, mann_whitney_auc, summarise_diagnosis, word_kind
-from ccviz.bench.reading import ReadingProbe
 from ccviz.cases.spans import Prepared, prepare, prompt_tokens
 from ccviz.trace import Cycle, TokenRecord, Trace
+from ccviz_bench.diagnosis import diagnose, mann_whitney_auc, summarise_diagnosis, word_kind
+from ccviz_bench.reading import ReadingProbe
 
 DOC = (
     "Anna met Novak on day 12 of 2024 in room B12. The patient's locker number is 4817 at the exact clinic. "

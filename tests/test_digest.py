@@ -1,11 +1,11 @@
-"""The reader's results (ccviz.bench.digest) on hand-built rows whose answers are known: the protocol a model is
+"""The reader's results (ccviz_bench.digest) on hand-built rows whose answers are known: the protocol a model is
 read under, the leaders, the claim's verdicts and the headline."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from ccviz.bench.digest import MAIN, ModelResults, answers_table, claim_frame, headline, protocol_table
+from ccviz_bench.digest import MAIN, ModelResults, answers_table, claim_frame, headline, protocol_table
 
 CASES = 20
 

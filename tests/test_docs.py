@@ -127,8 +127,8 @@ def bench_reports(text: str) -> dict[str, str]:
 def expected_report(folder: str) -> str:
     """What ``python -m ccviz bench report --out FOLDER`` prints for the tables (without redrawing charts),
     set off by blank lines so the markers never join a table."""
-    from ccviz.bench.report import report_results
-    from ccviz.bench.results import load_results
+    from ccviz_bench.report import report_results
+    from ccviz_bench.results import load_results
 
     return f"\n{report_results(load_results(ROOT / folder))}\n\n"
 
@@ -157,20 +157,20 @@ def write_reports() -> None:
 
 
 def digest_blocks() -> dict[str, str]:
-    from ccviz.bench.digest import FOLDERS, blocks, load_digest
+    from ccviz_bench.digest import FOLDERS, blocks, load_digest
 
     return blocks(load_digest(ROOT, FOLDERS))
 
 
 def digest_chart() -> str:
-    from ccviz.bench.digest import FOLDERS, answers_chart, load_digest
+    from ccviz_bench.digest import FOLDERS, answers_chart, load_digest
 
     return answers_chart(load_digest(ROOT, FOLDERS))
 
 
 def test_results_and_headline_are_generated_from_the_rows():
-    from ccviz.bench.digest import BLOCK as RESULTS_BLOCK
-    from ccviz.bench.digest import CHART, filled
+    from ccviz_bench.digest import BLOCK as RESULTS_BLOCK
+    from ccviz_bench.digest import CHART, filled
 
     generated = digest_blocks()
     for page in GENERATED_PAGES:
@@ -184,7 +184,7 @@ def test_results_and_headline_are_generated_from_the_rows():
 
 def _prose_outside_blocks(text: str) -> str:
     """``text`` without its generated blocks, code, comments, link targets, and names with digits (models, H2O)."""
-    from ccviz.bench.digest import BLOCK as RESULTS_BLOCK
+    from ccviz_bench.digest import BLOCK as RESULTS_BLOCK
 
     text = RESULTS_BLOCK.sub("", text)
     for pattern in (FENCE, COMMENT, INLINE_CODE):
@@ -212,7 +212,7 @@ def test_no_result_number_is_typed_by_hand():
 
 
 def test_the_readers_pages_are_short_and_the_headline_too():
-    from ccviz.bench.digest import BLOCK as RESULTS_BLOCK
+    from ccviz_bench.digest import BLOCK as RESULTS_BLOCK
 
     for page in (RESULTS, DOCS / "benchmarks.md"):
         assert len(page.read_text(encoding="utf-8").encode()) <= PAGE_LIMIT, f"{page.name} is over {PAGE_LIMIT} bytes"
@@ -224,7 +224,7 @@ def test_the_readers_pages_are_short_and_the_headline_too():
 
 def write_results() -> None:
     """Rewrite the results page's and the README's generated blocks, and the lead chart, from the rows."""
-    from ccviz.bench.digest import CHART, filled
+    from ccviz_bench.digest import CHART, filled
 
     generated = digest_blocks()
     for page in GENERATED_PAGES:

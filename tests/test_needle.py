@@ -13,11 +13,15 @@ import pandas as pd
 import pytest
 
 from ccviz import generate
-from ccviz.bench.dispatch import Workers, measure_cells, threads_per_worker
-from ccviz.bench.metrics import summarise_rates
-from ccviz.bench.needle_figures import needle_difference_figure, needle_map_figure, ruler_figure
-from ccviz.bench.specs import PolicySpec, parse_spec, registered_specs
-from ccviz.bench.tasks.needle import (
+from ccviz.cases.haystack import KINDS, RULER_TASKS, SENTENCE_TOKENS, TASKS, make_haystack_case, token_count
+from ccviz.engine.budget import cache_size_for, check_budget
+from ccviz.errors import CcvizError
+from ccviz.prompts import encode_prompt
+from ccviz_bench.dispatch import Workers, measure_cells, threads_per_worker
+from ccviz_bench.metrics import summarise_rates
+from ccviz_bench.needle_figures import needle_difference_figure, needle_map_figure, ruler_figure
+from ccviz_bench.specs import PolicySpec, parse_spec, registered_specs
+from ccviz_bench.tasks.needle import (
     RULER_VARIANTS,
     NeedleSettings,
     RulerSettings,
@@ -28,10 +32,6 @@ from ccviz.bench.tasks.needle import (
     run_ruler,
     summarise_map,
 )
-from ccviz.cases.haystack import KINDS, RULER_TASKS, SENTENCE_TOKENS, TASKS, make_haystack_case, token_count
-from ccviz.engine.budget import cache_size_for, check_budget
-from ccviz.errors import CcvizError
-from ccviz.prompts import encode_prompt
 
 
 @pytest.fixture(scope="module")
@@ -326,8 +326,8 @@ def test_map_summary_pools_trials_with_wilson_intervals():
 
 
 def test_bench_report_draws_one_svg_map_per_policy(quick_map, tmp_path):
-    from ccviz.bench.plots import write_plots
-    from ccviz.bench.results import load_results
+    from ccviz_bench.plots import write_plots
+    from ccviz_bench.results import load_results
 
     out, specs, summary, rows = quick_map
     written = {path.name: path.read_text() for path in write_plots(load_results(out), tmp_path)}

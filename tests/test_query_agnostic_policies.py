@@ -341,8 +341,8 @@ def test_bad_options_are_one_line_errors(name, options, message):
 
 
 def test_the_efficiency_task_times_them_and_stops_kvzip_with_the_full_variant():
-    from ccviz.bench.specs import registered_specs
-    from ccviz.bench.tasks.efficiency import default_specs, timed_sizes
+    from ccviz_bench.specs import registered_specs
+    from ccviz_bench.tasks.efficiency import default_specs, timed_sizes
 
     assert set(QUERY_AGNOSTIC) <= {spec.label for spec in registered_specs()} <= {s.label for s in default_specs()}
     settings = {"sizes": [512, 4096, 8192, 32768], "full_max_n": 8192, "attention_max_n": 4096}

@@ -21,6 +21,7 @@ import torch
 
 from ..choices import Allocation
 from ..errors import CcvizError
+from ..policies.counter_causal import SurpriseScorer
 
 
 class Scorer(Protocol):
@@ -30,14 +31,12 @@ class Scorer(Protocol):
     def name(self) -> str: ...
     @property
     def head_scores(self) -> bool: ...
-    @property
-    def counter_causal(self) -> bool: ...
 
 
 def check_allocation(allocation: Allocation, policy: Scorer) -> None:
     """Refuse, in one line, an allocation the policy cannot serve."""
     if allocation == "adaptive" and not policy.head_scores:
-        what = "one surprise per token" if policy.counter_causal else "one score per token"
+        what = "one surprise per token" if isinstance(policy, SurpriseScorer) else "one score per token"
         raise CcvizError(
             f"allocation 'adaptive' needs per-head scores, and {policy.name!r} gives {what}: "
             "use 'uniform' or 'pyramid', or a policy that scores per head "

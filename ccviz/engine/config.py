@@ -20,6 +20,7 @@ from ..choices import ALLOCATIONS, GRANULARITIES, POOLS, RECORDS, Allocation, Gr
 from ..errors import CcvizError
 from ..fields import check_fields, choice, flag, number, whole
 from ..policies import POLICIES, Policy, make_policy
+from ..policies.former import former_defaults
 from ..references import import_ref, is_reference
 from .allocation import check_allocation
 
@@ -67,6 +68,18 @@ class RunConfig:
     as ``policy`` (a built policy that was never registered; :meth:`of` sets it): a trace of such a run
     re-runs wherever that class can be imported. ``check_policy=False`` takes the policy as recorded
     without building it (a trace's config whose policy is not installed here); a run builds it anyway.
+
+    Parameters
+    ----------
+    policy : str
+        A registered policy name (``ccviz.POLICIES``).
+    cache_size : int
+        J, the cache's budget in entries (the frozen prefix and a question kept apart take no place of it).
+    chunk_size : int, optional
+        h, tokens processed between refreshes (default J/4).
+
+    The other fields are keywords with the defaults above; every one is validated when the config is built
+    (a bad value raises :class:`ccviz.CcvizError` in one line).
     """
 
     policy: str
@@ -316,9 +329,9 @@ class RunConfig:
         describes itself, and running it names the missing policy in one line. A trace records its
         config resolved, so one without a unit or a left context predates them: it kept single tokens
         (not today's policy's own unit); one without an option whose default has changed since ran at the
-        former default (the policy's ``former_defaults``)."""
+        former default (:mod:`ccviz.policies.former`)."""
         config = {**_BEFORE_UNITS, **trace.config}
-        former = getattr(POLICIES.get(str(config.get("policy"))), "former_defaults", {})
+        former = former_defaults(str(config.get("policy")))
         if former:
             config["policy_options"] = {**former, **(config.get("policy_options") or {})}
         return cls.from_dict(config, check_policy=False)

@@ -177,8 +177,24 @@ def generate(
     polled between forward passes; a stopped run returns its partial trace with status "cancelled".
     ``on_refresh`` streams each refresh as it happens (see :data:`RefreshCallback`). ``observers`` (not a
     setting: nothing of them is recorded) are built policies that watch every forward pass beside the run's own
-    and never evict, e.g. the benchmarks' reading probe (:mod:`ccviz.bench.reading`); the trace is the same
+    and never evict, e.g. the benchmarks' reading probe (:mod:`ccviz_bench.reading`); the trace is the same
     without them.
+
+    Parameters
+    ----------
+    lm : LoadedModel
+        The model and tokenizer (:func:`ccviz.load_model`).
+    prompt : str
+        The document (or the whole prompt); wrapped in the model's chat template unless ``chat=False``.
+    config : RunConfig, optional
+        The run's settings; ``settings`` keywords replace its fields.
+    question : str, optional
+        Asked after ``prompt`` in the same user turn, kept apart from eviction by default.
+
+    Returns
+    -------
+    Trace
+        Every refresh: the candidates' positions and scores ``[n]``, the survivors, and the output text and ids.
     """
     names = settings_names()
     unknown = sorted(set(settings) - set(names))

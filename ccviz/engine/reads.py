@@ -6,7 +6,7 @@ the cache's positions (softmax over the entries cached then, the model's own que
 the cached keys: :mod:`ccviz.capture`). What is kept of it is a subclass's :meth:`~LastLayerReads.read`:
 :class:`AnswerReader` keeps, for a run that asks (``record_reads``), the max and the mean over query heads
 of each entry, compactly, for the trace (:class:`ccviz.trace.AnswerRead`); the benchmarks'
-:class:`ccviz.bench.reading.ReadingProbe` keeps the per-head rows. Neither evicts, and the capture computes
+:class:`ccviz_bench.reading.ReadingProbe` keeps the per-head rows. Neither evicts, and the capture computes
 each need's tensor on its own, so the run is the same with or without them.
 """
 

@@ -58,6 +58,21 @@ class CacheSession:
     it is recorded; score one yourself while a refresh is pending (``feed(..., refresh=False)``), as
     :func:`ccviz.explain.explain_token` does. (Per-entry state is shared in ``cache.extras``, so an
     observer must not be a second instance of a stateful policy already watching.)
+
+    Parameters
+    ----------
+    lm : LoadedModel
+        The model and tokenizer.
+    config : RunConfig
+        The run's settings.
+
+    Attributes
+    ----------
+    cache : CacheState
+        The managed cache: ``pos``, ``tok`` long ``[entries]`` and each layer's K/V
+        ``[batch, kv_heads, entries, head_dim]`` (a per-layer allocation: each layer its own entries).
+    trace : Trace
+        The run's record so far.
     """
 
     def __init__(

@@ -23,6 +23,7 @@ from ..engine import CacheSession, RunConfig
 from ..errors import CcvizError
 from ..models import LoadedModel
 from ..policies import CounterCausalFast, Policy
+from ..policies.counter_causal import SurpriseScorer
 from ..policies.counter_causal.surprise import causal_weights_received, counter_causal_weights
 from ..trace import Cycle, Trace
 from .explanation import Explanation, explain_without_replay
@@ -34,7 +35,7 @@ SCORE_TOLERANCE = 1e-4  # relative: the replayed scores against the trace's (JSO
 def _surprise_policy(policy: Policy) -> Policy:
     """The counter-causal scorer to explain with: the run's own policy if it is one (its ``paper`` flag off,
     keeping the options it set, so that every score can be asked of it), else the fast variant's defaults."""
-    if not policy.counter_causal:
+    if not isinstance(policy, SurpriseScorer):
         return CounterCausalFast()
     return dataclasses.replace(policy, paper=False) if getattr(policy, "paper", False) else policy
 

@@ -2,7 +2,7 @@
 
 The app, the Traces page (uploaded files) and the tests all use these same builders, so what a user
 sees for a live run and for a reloaded trace is identical. The benchmark harness's figures live with it
-(:mod:`ccviz.bench.figures`).
+(:mod:`ccviz_bench.figures`).
 """
 
 from .compare import PhraseSurvival, jaccard_matrix, overlap_heatmap, phrase_survival, run_summary

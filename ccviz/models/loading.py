@@ -93,6 +93,21 @@ def load_model(
     ``gemma``), ``"tiny-random"`` the tiny random Llama of the tests, else a local checkpoint folder.
 
     ``dtype`` applies to the weights only; every score ccviz computes is float32 regardless.
+
+    Parameters
+    ----------
+    name_or_path : str, optional
+        None, ``"gemma-3-270m"``, ``"tiny-random"`` or a local checkpoint folder.
+    device : {"cpu", "cuda", "auto"}
+        Where the weights go.
+    dtype : {"float32", "float16", "bfloat16"}
+        The weights' dtype.
+
+    Returns
+    -------
+    LoadedModel
+        ``model`` (a transformers causal LM in eval mode), ``tokenizer``, ``name`` and ``windows`` (each
+        layer's sliding window, or None).
     """
     quiet_transformers()
     if dtype not in _TORCH_DTYPES:

@@ -40,14 +40,9 @@ class Policy(Validated):
     attention: ClassVar[AttentionNeed | None] = None  # real attention weights read in :meth:`observe`
     default_granularity: ClassVar[Granularity] = "token"  # the unit kept whole when the run does not say
     default_left_context: ClassVar[int] = 0  # word units: the words before each kept with it, when the run does not say
-    # Scores by counter-causal surprise (score, min_gap, window, stream_inputs: ccviz.explain reads them).
-    counter_causal: ClassVar[bool] = False
     # Under a per-layer allocation, scores each layer's and KV head's entries by that head's own attention:
     # score_candidates then returns [candidates, layers, kv_heads] (ccviz.engine.survivors); "adaptive" needs it.
     head_scores: ClassVar[bool] = False
-    # Options whose default has changed since results were pinned with them: the value a recorded meaning that
-    # does not name one was measured at (ccviz.bench.specs.PolicySpec.means, scripts/bench/relabel.py).
-    former_defaults: ClassVar[dict[str, Any]] = {}
 
     @classmethod
     def human_name(cls) -> str:
@@ -83,9 +78,22 @@ class Policy(Validated):
         return type(self).observe is not Policy.observe
 
     def score_candidates(self, model: torch.nn.Module, candidates: Candidates) -> torch.Tensor:
-        """Return one float32 score per candidate (the cache entries after the frozen prefix, which is all
-        ``candidates`` shows): ``[len(candidates)]``, or ``[len(candidates), layers, kv_heads]`` from a
-        ``head_scores`` policy whose captures are ``per_head``."""
+        """Score every candidate; the engine keeps the highest (a policy never selects).
+
+        Parameters
+        ----------
+        model : torch.nn.Module
+            The run's model, for a policy that runs passes of its own (counter-causal surprise, KVzip).
+        candidates : Candidates
+            The cache entries after the frozen prefix, alone: ``pos`` and ``tok`` ``[n]``, K/V rows
+            ``[batch, kv_heads, n, head_dim]`` per layer, stored residual rows ``[n, d_model]``.
+
+        Returns
+        -------
+        torch.Tensor
+            float32 ``[n]``, higher = kept first; or ``[n, layers, kv_heads]`` from a ``head_scores``
+            policy whose captures are ``per_head`` (per-head allocation reads them).
+        """
         raise NotImplementedError
 
     def options(self) -> dict[str, Any]:

@@ -31,10 +31,10 @@ class ExpectedAttention(Policy):
     The queries are those of every token the run has processed, evicted ones included (``history``, the
     default), as kvpress's are of a whole prefill: :meth:`observe` adds each pass's new queries to running
     sums (float64, ``[layers, heads, d]`` and ``[layers, heads, d, d]``, in ``state.totals``). With
-    ``history=false`` (the default until 2026-12-05: it answered fewer, 12 against 18 of 100 retention cases
-    at J = 25%) they are those of the newest ``window`` cached entries (kvpress's decoding buffer holds up to
+    ``history=false`` (the former default: it answered fewer retention cases, docs/policies.md#query-agnostic-baselines)
+    they are those of the newest ``window`` cached entries (kvpress's decoding buffer holds up to
     256). Either way they are formed from each layer's input H^(l) (``residual_layers``: every layer, one
-    row per cached entry, so this policy stores L x d_model floats per entry next to the K/V, about 1.5x the
+    row per cached entry, so this policy stores L x d_model floats per entry next to the K/V, more than the
     K/V bytes on SmolLM2; the running sums need only each pass's new rows).
 
     kvpress ranks each layer's heads separately; one decision for every layer and head (``uniform``) takes
@@ -47,7 +47,6 @@ class ExpectedAttention(Policy):
     summary = "Expected attention: attention future queries are expected to pay, from recent query statistics"
     signal = "expected_attention"
     head_scores = True
-    former_defaults = {"history": False}  # the newest ``window`` entries' queries until 2026-12-05
 
     n_future_positions: int = whole("n_future_positions", 1, default=512)
     n_sink: int = whole("n_sink", 0, default=4)

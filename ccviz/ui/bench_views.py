@@ -1,13 +1,14 @@
 """How one benchmark section is laid out: provenance, progress, figures, tables, the paper note and
-the command that reproduces it. Everything shown is computed in :mod:`ccviz.bench.browse`."""
+the command that reproduces it. Everything shown is computed in :mod:`ccviz_bench.browse`."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from ..bench.browse import Section
-from ..bench.needle_figures import needle_difference_figure, needle_map_figure
-from ..bench.specs import FULL
+from ccviz_bench.browse import Section
+from ccviz_bench.needle_figures import needle_difference_figure, needle_map_figure
+from ccviz_bench.specs import FULL
+
 from ..engine.budget import budget_text
 from .inputs import SESSION
 from .views import chart

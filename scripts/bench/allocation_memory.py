@@ -21,10 +21,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import torch  # noqa: E402
 
 from ccviz import load_model  # noqa: E402
-from ccviz.bench.tasks.allocation import SINKS, allocation_specs, costs  # noqa: E402
-from ccviz.bench.tasks.perplexity import measured_nll  # noqa: E402
-from ccviz.bench.timing import header  # noqa: E402
 from ccviz.cases.texts import prose_segments  # noqa: E402
+from ccviz_bench.tasks.allocation import SINKS, allocation_specs, costs  # noqa: E402
+from ccviz_bench.tasks.perplexity import measured_nll  # noqa: E402
+from ccviz_bench.timing import header  # noqa: E402
 
 
 def main() -> None:

@@ -24,9 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import pandas as pd  # noqa: E402
 
-from ccviz.bench.pairing import sign_test  # noqa: E402
-from ccviz.bench.report import _allocation_cell  # noqa: E402
-from ccviz.bench.results import read_frame  # noqa: E402
+from ccviz_bench.pairing import sign_test  # noqa: E402
+from ccviz_bench.report import _allocation_cell  # noqa: E402
+from ccviz_bench.results import read_frame  # noqa: E402
 
 
 def _paired(
@@ -95,9 +95,9 @@ def check_uniform(results: Path, cases: list[int]) -> None:
     import torch
 
     from ccviz import load_model
-    from ccviz.bench.specs import PolicySpec
-    from ccviz.bench.tasks.allocation import ATTENTION_POLICIES, COUNTER_CAUSAL_POLICIES
-    from ccviz.bench.tasks.retention import RetentionCell, measure_cell
+    from ccviz_bench.specs import PolicySpec
+    from ccviz_bench.tasks.allocation import ATTENTION_POLICIES, COUNTER_CAUSAL_POLICIES
+    from ccviz_bench.tasks.retention import RetentionCell, measure_cell
 
     published = read_frame(results / "retention.csv")
     meta = json.loads((results / "retention.json").read_text())

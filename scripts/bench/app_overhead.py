@@ -32,10 +32,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ccviz import LoadedModel, RunConfig, Trace, load_model, run_generation
-from ccviz.bench.timing import header
 from ccviz.worker import ModelWorker
 from ccviz.worker.jobs import Job, ResultStore
 from ccviz.worker.tasks import RunTask
+from ccviz_bench.timing import header
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENT = ROOT / "assets" / "samples" / "clinical_record.md"

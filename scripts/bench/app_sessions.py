@@ -14,7 +14,7 @@ requirements: ``bash scripts/install.sh --test``). Measured, with ratios to base
 Every measured run is in a new tab (its own session, no earlier result on its page) and changes
 "Max new tokens" (64, 63, ...: every run stops at EOS long before) so nothing comes from the result
 cache; a warm-up run loads the model first, so the script also measures an app from before the model worker
-(copy it, tests/browser_support.py and ccviz/bench/timing.py into an older checkout). Targets: engine time in
+(copy it, tests/browser_support.py and ccviz_bench/timing.py into an older checkout). Targets: engine time in
 the app / direct <= 1.15; three together <= 1.3x the sum of solo times; click to heatmap <= 5 s.
 Run: ``python scripts/bench/app_sessions.py [--repeats 3]``
 """
@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from ccviz.bench.timing import header
+from ccviz_bench.timing import header
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))  # the browser helpers the browser tests use too

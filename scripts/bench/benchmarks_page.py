@@ -7,7 +7,7 @@ Starts ``streamlit run app.py`` (the tiny random model: the page needs none) on 
 1. cold: a fresh server and a fresh browser profile, its first visit (Python imports, reading and
    summarising every result file, building every figure, loading the app's scripts, drawing);
 2. warm: a second visit in a new tab of the same browser (a new session) on the same server, whose
-   summaries and figures are cached (:func:`ccviz.bench.browse.cached_sections`) until the folder's
+   summaries and figures are cached (:func:`ccviz_bench.browse.cached_sections`) until the folder's
    files change, and whose scripts the browser has cached (but parses and runs again: a new tab);
 3. in the app: a reader already on another page of the app (the Traces page, opened in a new tab)
    clicks Benchmarks in the sidebar: the same server and session, the app's scripts already running.
@@ -33,9 +33,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # this checkout's ccviz (as the
 
 from browser_support import CHROMIUM, CHROMIUM_ARGS, serve_app  # noqa: E402
 
-from ccviz.bench.browse import command_for_all, load_sections  # noqa: E402
-from ccviz.bench.results import PUBLISHED, results_dir  # noqa: E402
-from ccviz.bench.timing import header  # noqa: E402
+from ccviz_bench.browse import command_for_all, load_sections  # noqa: E402
+from ccviz_bench.results import PUBLISHED, results_dir  # noqa: E402
+from ccviz_bench.timing import header  # noqa: E402
 
 TIMEOUT_MS = 300_000
 DRAWN = """(expected) => {

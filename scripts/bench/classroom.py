@@ -39,7 +39,7 @@ from pathlib import Path
 
 import psutil
 
-from ccviz.bench.timing import header
+from ccviz_bench.timing import header
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))  # the browser helpers the browser tests use too

@@ -191,7 +191,7 @@ def same_scores(a: list[float], b: list[float]) -> str:
 
 def this_cpu() -> str:
     """The processor's name, as the harness's provenance gives it (imported late: each child imports its own ccviz)."""
-    from ccviz.bench.timing import cpu_name
+    from ccviz_bench.timing import cpu_name
 
     return cpu_name()
 

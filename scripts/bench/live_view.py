@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from ccviz.bench.timing import header
+from ccviz_bench.timing import header
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))  # the browser helpers the browser tests use too

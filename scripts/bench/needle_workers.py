@@ -16,11 +16,11 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from ccviz.bench.dispatch import Workers
-from ccviz.bench.specs import parse_spec
-from ccviz.bench.tasks.needle import NeedleSettings, run_needle
-from ccviz.bench.timing import header
 from ccviz.models import load_model
+from ccviz_bench.dispatch import Workers
+from ccviz_bench.specs import parse_spec
+from ccviz_bench.tasks.needle import NeedleSettings, run_needle
+from ccviz_bench.timing import header
 
 
 def main() -> None:

@@ -20,14 +20,14 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # this checkout's ccviz
 
-from ccviz.bench.metrics import cache_before  # noqa: E402
-from ccviz.bench.results import ResultTable, read_frame  # noqa: E402
-from ccviz.bench.specs import parse_spec  # noqa: E402
-from ccviz.bench.tasks.retention import RetentionSettings  # noqa: E402
-from ccviz.bench.tasks.survival import run_case  # noqa: E402
 from ccviz.cases.documents import make_case  # noqa: E402
 from ccviz.cases.spans import prepare  # noqa: E402
 from ccviz.models import load_model  # noqa: E402
+from ccviz_bench.metrics import cache_before  # noqa: E402
+from ccviz_bench.results import ResultTable, read_frame  # noqa: E402
+from ccviz_bench.specs import parse_spec  # noqa: E402
+from ccviz_bench.tasks.retention import RetentionSettings  # noqa: E402
+from ccviz_bench.tasks.survival import run_case  # noqa: E402
 
 COLUMNS = ["case", "policy", "budget", "question_tokens", "question_kept", "survived", "answered"]
 

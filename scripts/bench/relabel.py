@@ -1,7 +1,7 @@
 """After a policy's defaults change: relabel every result row so that each label means what was measured.
 
 A result file's ``.json`` pins what each policy label meant when its rows were measured (its resolved
-options, :meth:`ccviz.bench.specs.PolicySpec.meaning`), and the harness refuses to add rows to a label
+options, :meth:`ccviz_bench.specs.PolicySpec.meaning`), and the harness refuses to add rows to a label
 whose meaning has changed since. When a default changes (``counter_causal_fast`` by clause, say), the
 rows measured under the old default are still right, only their label is not. This script gives each
 such label the shortest spec that means today what was measured then: the paper's form
@@ -10,7 +10,7 @@ name with every option that differs from today's defaults written out. Then it p
 and writes every summary again from the relabelled rows. Nothing is measured and no row is dropped.
 
 The question's protocol is such a default: rows of a task that asks a question apart from its document
-(a survival task's, :mod:`ccviz.bench.tasks.survival`, or ``question_kept.py``'s) whose meaning does not say
+(a survival task's, :mod:`ccviz_bench.tasks.survival`, or ``question_kept.py``'s) whose meaning does not say
 it were measured with the question evictable, before ``protect_question`` existed, so they take
 ``protect_question=False`` after their label (``sliding:protect_question=False``); the full cache, which
 never evicts, keeps its label.
@@ -33,11 +33,12 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # this checkout's ccviz
 
-from ccviz.bench.registry import TASKS, load  # noqa: E402
-from ccviz.bench.results import write_summary  # noqa: E402
-from ccviz.bench.specs import ENGINE_KEYS, PAPER_FORMS, QUESTION_KEY, PolicySpec, parse_spec  # noqa: E402
 from ccviz.engine import RunConfig  # noqa: E402
 from ccviz.policies import POLICIES  # noqa: E402
+from ccviz.policies.former import former_defaults  # noqa: E402
+from ccviz_bench.registry import TASKS, load  # noqa: E402
+from ccviz_bench.results import write_summary  # noqa: E402
+from ccviz_bench.specs import ENGINE_KEYS, PAPER_FORMS, QUESTION_KEY, PolicySpec, parse_spec  # noqa: E402
 
 # A run setting a pinned meaning leaves out has the value it had when every meaning was first pinned.
 UNSAID = {
@@ -57,7 +58,7 @@ def filled(name: str, meaning: dict[str, Any]) -> dict[str, Any]:
     """``meaning`` with every unsaid option at its value (policy options at their field default, as an
     option added later was before it existed, or at its former default when that has changed since)."""
     policy = POLICIES[name]
-    return {**UNSAID, **{f.name: f.default for f in fields(policy)}, **policy.former_defaults, **meaning}
+    return {**UNSAID, **{f.name: f.default for f in fields(policy)}, **former_defaults(policy.name), **meaning}
 
 
 def normal(name: str, meaning: dict[str, Any], asked: bool) -> dict[str, Any]:

@@ -39,8 +39,10 @@ PAPER_FORM: dict[str, Any] = {"score": "logit", "smooth": 0}  # and single token
 
 
 @dataclass
-class _CounterCausalBase(Policy):
-    """What both counter-causal policies share: the score, the mask, smoothing, the recent window, the band.
+class SurpriseScorer(Policy):
+    """A policy that scores by counter-causal surprise: the capability explain-a-token and the allocations
+    ask for (it has ``score``, ``min_gap``, ``window`` and the stream's inputs). What both counter-causal
+    policies share: the score, the mask, smoothing, the recent window, the band.
 
     Options: ``score`` (logit: the paper's raw logit; logprob: minus the log-probability of the true
     token; contrast: minus the no-future logit, which removes the own-embedding bias of tied
@@ -54,7 +56,6 @@ class _CounterCausalBase(Policy):
     """
 
     signal = "surprise"
-    counter_causal = True
     variant: ClassVar[str]
 
     score: SurpriseScore = choice("score", SURPRISE_SCORES, default="logit")
@@ -127,7 +128,7 @@ class _CounterCausalBase(Policy):
 
 
 @dataclass
-class CounterCausal(_CounterCausalBase):
+class CounterCausal(SurpriseScorer):
     """The paper's policy, all L layers: surprise of each candidate given the candidates after it.
 
     Defaults here, chosen by answers on the retention cases (docs/policies.md#why-the-defaults-are-what-they-are):
@@ -150,7 +151,7 @@ class CounterCausal(_CounterCausalBase):
 
 
 @dataclass
-class CounterCausalFast(_CounterCausalBase):
+class CounterCausalFast(SurpriseScorer):
     """The fast variant: the last layer only, from the stored H^(L-1), skipping the last MLP.
 
     Defaults here, chosen by answers on the retention cases (docs/policies.md#why-the-defaults-are-what-they-are):

@@ -17,12 +17,13 @@ from typing import Any
 import pandas as pd
 import torch
 
-from ...cases.texts import prose_segments
-from ...engine import CacheSession, RunConfig, prepare
-from ...fields import Validated, whole
-from ...models import LoadedModel
-from ...policies import Policy
-from ...trace import Trace
+from ccviz.cases.texts import prose_segments
+from ccviz.engine import CacheSession, RunConfig, prepare
+from ccviz.fields import Validated, whole
+from ccviz.models import LoadedModel
+from ccviz.policies import Policy
+from ccviz.trace import Trace
+
 from ..registry import TaskRun
 from ..results import ResultTable, write_summary
 from ..specs import PolicySpec, registered_specs

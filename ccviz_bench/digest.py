@@ -14,7 +14,8 @@ from typing import Any
 
 import pandas as pd
 
-from ..engine.budget import budget_text
+from ccviz.engine.budget import budget_text
+
 from .pairing import paired_protocols, paired_with
 from .plots import PALETTE, line_chart
 from .report import (

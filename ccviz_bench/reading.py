@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..engine.reads import LastLayerReads
+from ccviz.engine.reads import LastLayerReads
 
 
 @dataclass

@@ -16,10 +16,11 @@ from typing import Any
 
 import torch
 
-from ...engine import generate
-from ...fields import Validated, whole
-from ...models import load_model
-from ...policies import make_policy
+from ccviz.engine import generate
+from ccviz.fields import Validated, whole
+from ccviz.models import load_model
+from ccviz.policies import make_policy
+
 from ..processes import fresh_processes
 
 PROMPT = "Write a very long story about a ship."

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..engine.budget import budget_text
+from ccviz.engine.budget import budget_text
+
 from .registry import TASKS, load
 from .specs import FULL, evicting, split_protocol
 

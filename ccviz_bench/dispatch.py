@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from multiprocessing import get_context
 from typing import Any
 
-from ..errors import CcvizError
-from ..models import LoadedModel
+from ccviz.errors import CcvizError
+from ccviz.models import LoadedModel
+
 from .processes import MODEL_MODULES
 from .results import ResultTable
 
@@ -130,7 +131,7 @@ def _start_worker(model_args: dict[str, Any], threads: int) -> None:
     global _MODEL
     import torch
 
-    from ..models import load_model
+    from ccviz.models import load_model
 
     torch.set_num_threads(threads)
     _MODEL = load_model(**model_args)

@@ -13,7 +13,8 @@ import pandas as pd
 import plotly.colors
 import plotly.graph_objects as go
 
-from ..figures.layout import legible, spec_lines
+from ccviz.figures.layout import legible, spec_lines
+
 from .specs import FULL, evicting
 
 

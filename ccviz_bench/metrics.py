@@ -10,8 +10,8 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..phrases import answer_matches as answer_matches  # the tasks' rule, shared with the app
-from ..trace import Trace
+from ccviz.phrases import answer_matches as answer_matches  # the tasks' rule, shared with the app
+from ccviz.trace import Trace
 
 if TYPE_CHECKING:
     import pandas as pd

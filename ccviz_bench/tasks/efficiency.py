@@ -30,13 +30,14 @@ from typing import Any
 import pandas as pd
 import torch
 
-from ...capture import decoder_layers
-from ...cases.texts import prose_segments
-from ...engine import CacheSession, RunConfig, generate
-from ...fields import Validated, whole
-from ...models import LoadedModel, load_model
-from ...policies import Policy
-from ...policies.kvzip import KVzip
+from ccviz.capture import decoder_layers
+from ccviz.cases.texts import prose_segments
+from ccviz.engine import CacheSession, RunConfig, generate
+from ccviz.fields import Validated, whole
+from ccviz.models import LoadedModel, load_model
+from ccviz.policies import Policy
+from ccviz.policies.kvzip import KVzip
+
 from ..processes import fresh_processes
 from ..registry import TaskRun
 from ..results import ResultTable, write_summary

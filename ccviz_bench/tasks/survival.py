@@ -20,12 +20,13 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from ...cases.spans import Prepared
-from ...engine import generate
-from ...engine.budget import cache_size_for
-from ...models import LoadedModel, model_name
-from ...policies import Policy
-from ...trace import Trace
+from ccviz.cases.spans import Prepared
+from ccviz.engine import generate
+from ccviz.engine.budget import cache_size_for
+from ccviz.models import LoadedModel, model_name
+from ccviz.policies import Policy
+from ccviz.trace import Trace
+
 from ..dispatch import Measure, Workers, measure_into
 from ..metrics import kept_before
 from ..results import ResultTable, write_summary

@@ -16,11 +16,12 @@ from typing import Any
 
 import torch
 
-from ...cases.texts import long_document
-from ...engine import generate
-from ...fields import Validated, whole
-from ...models import load_model
-from ...prompts import encode_prompt
+from ccviz.cases.texts import long_document
+from ccviz.engine import generate
+from ccviz.fields import Validated, whole
+from ccviz.models import load_model
+from ccviz.prompts import encode_prompt
+
 from ..timing import median_seconds
 
 PROMPT = "Write a long, detailed story about a lighthouse keeper who finds a message in a bottle."

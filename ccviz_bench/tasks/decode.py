@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from ...engine import generate
-from ...fields import Validated, whole
-from ...models import LoadedModel
+from ccviz.engine import generate
+from ccviz.fields import Validated, whole
+from ccviz.models import LoadedModel
+
 from ..metrics import first_divergence, repeated_ngram_rate
 from ..registry import TaskRun
 from ..results import ResultTable, write_summary

@@ -20,11 +20,12 @@ from typing import Any
 
 import pandas as pd
 
-from ...cases.documents import make_case
-from ...cases.spans import Prepared, prepare
-from ...fields import Validated, number, whole
-from ...models import LoadedModel
-from ...trace import Trace
+from ccviz.cases.documents import make_case
+from ccviz.cases.spans import Prepared, prepare
+from ccviz.fields import Validated, number, whole
+from ccviz.models import LoadedModel
+from ccviz.trace import Trace
+
 from ..diagnosis import MEASURES, diagnose
 from ..dispatch import Workers
 from ..metrics import answer_matches, binomial_rate

@@ -14,7 +14,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ..models import DEFAULT_MODEL
+from ccviz.models import DEFAULT_MODEL
+
 from .registry import BenchTask, find_task, load, part_of
 from .results import results_dir
 from .specs import FULL, PolicySpec, registered_specs

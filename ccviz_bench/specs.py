@@ -18,12 +18,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..engine import RunConfig
-from ..engine.allocation import check_allocation
-from ..engine.config import run_unit
-from ..errors import CcvizError
-from ..fields import Rule, parse_value, rule_of
-from ..policies import POLICIES, Policy, make_policy
+from ccviz.engine import RunConfig
+from ccviz.engine.allocation import check_allocation
+from ccviz.engine.config import run_unit
+from ccviz.errors import CcvizError
+from ccviz.fields import Rule, parse_value, rule_of
+from ccviz.policies import POLICIES, Policy, make_policy
+from ccviz.policies.former import former_defaults
 
 ENGINE_KEYS = (
     "granularity",
@@ -119,11 +120,11 @@ class PolicySpec:
     def means(self, recorded: dict[str, Any], asked: bool = False) -> bool:
         """Whether the spec still means what ``recorded`` (an earlier :meth:`meaning`) says. An option the
         policy gained since counts only when set away from its default, so a new option (``window``)
-        leaves results measured before it valid; or, when that default has changed since (the policy's
-        ``former_defaults``), away from the value it had then. The question's protocol always counts: a
-        meaning recorded without it was measured with the question evictable, before it was a setting."""
+        leaves results measured before it valid; or, when that default has changed since
+        (:mod:`ccviz.policies.former`), away from the value it had then. The question's protocol always counts:
+        a meaning recorded without it was measured with the question evictable, before it was a setting."""
         policy = POLICIES[self.name]
-        defaults = {**policy().options(), **policy.former_defaults}
+        defaults = {**policy().options(), **former_defaults(self.name)}
         now = {k: v for k, v in self.meaning(asked).items() if k in recorded or defaults.get(k, object()) != v}
         return now == recorded
 

@@ -22,8 +22,9 @@ from typing import Any
 
 import pandas as pd
 
-from ..errors import CcvizError
-from ..version import __version__
+from ccviz.errors import CcvizError
+from ccviz.version import __version__
+
 from .specs import in_policy_order
 from .timing import cpu_name, git, source_commit
 

@@ -17,12 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..references import import_ref
+from ccviz.references import import_ref
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from ..models import LoadedModel
+    from ccviz.models import LoadedModel
+
     from .dispatch import Workers
     from .specs import PolicySpec
 
@@ -67,7 +68,7 @@ class Part:
     summarise: Ref  # (rows of each file in ``rows``) -> summary
     count: str = ""  # summary column: how many repeats a cell has
     setting: str = ""  # settings key: how many it should have
-    gaps: Ref = "ccviz.bench.progress:cell_gaps"  # what a partial run still lacks (:mod:`.progress`)
+    gaps: Ref = "ccviz_bench.progress:cell_gaps"  # what a partial run still lacks (:mod:`.progress`)
     rows: tuple[str, ...] = ()
 
     @property
@@ -93,7 +94,7 @@ class BenchTask:
     parts: tuple[Part, ...]
     tables: Ref  # (Frames) -> markdown, as ``bench report`` prints it (:mod:`.report`)
     default_labels: Ref  # (measured labels, quick) -> the labels a run without --policy measures (:mod:`.reproduce`)
-    figures: Ref = "ccviz.bench.browse:no_figures"  # (Frames) -> the page's plotly figures (:mod:`.browse`)
+    figures: Ref = "ccviz_bench.browse:no_figures"  # (Frames) -> the page's plotly figures (:mod:`.browse`)
     charts: Charts | None = None
     takes_set: bool = True  # --set changes its settings (ablation and allocation pick their own)
     spreads: bool = False  # --workers and --ray spread its cells
@@ -120,10 +121,10 @@ class Probe:
     module: str
 
 
-_T, _R, _P, _B = "ccviz.bench.tasks.", "ccviz.bench.report:", "ccviz.bench.reproduce:", "ccviz.bench.browse:"
+_T, _R, _P, _B = "ccviz_bench.tasks.", "ccviz_bench.report:", "ccviz_bench.reproduce:", "ccviz_bench.browse:"
 _RETENTION = (_T + "retention:RetentionSettings", _T + "retention:summarise", "survival_n", "cases")
 _PERPLEXITY = (_T + "perplexity:PerplexitySettings", _T + "perplexity:summarise", "segments", "segments")
-_GRID = ("n", "trials", "ccviz.bench.progress:grid_gaps")  # needle and ruler: their settings name every cell
+_GRID = ("n", "trials", "ccviz_bench.progress:grid_gaps")  # needle and ruler: their settings name every cell
 
 TASKS: tuple[BenchTask, ...] = (  # in the order ``all`` runs them, the report prints them and the page shows them
     BenchTask(
@@ -134,7 +135,7 @@ TASKS: tuple[BenchTask, ...] = (  # in the order ``all`` runs them, the report p
         _R + "retention_section",
         _P + "registered_labels",
         _B + "retention_figures",
-        Charts("retention_summary", "ccviz.bench.plots:retention_charts"),
+        Charts("retention_summary", "ccviz_bench.plots:retention_charts"),
         spreads=True,
     ),
     BenchTask(
@@ -145,7 +146,7 @@ TASKS: tuple[BenchTask, ...] = (  # in the order ``all`` runs them, the report p
         _R + "perplexity_section",
         _P + "registered_labels",
         _B + "perplexity_figures",
-        Charts("perplexity_summary", "ccviz.bench.plots:perplexity_charts"),
+        Charts("perplexity_summary", "ccviz_bench.plots:perplexity_charts"),
     ),
     BenchTask(
         "decode",
@@ -165,14 +166,14 @@ TASKS: tuple[BenchTask, ...] = (  # in the order ``all`` runs them, the report p
                 "efficiency",
                 _T + "efficiency:EfficiencySettings",
                 _T + "efficiency:summarise",
-                gaps="ccviz.bench.progress:efficiency_gaps",
+                gaps="ccviz_bench.progress:efficiency_gaps",
                 rows=("efficiency_refresh", "efficiency_e2e"),
             ),
         ),
         _R + "efficiency_section",
         _P + "efficiency_labels",
         _B + "efficiency_figures",
-        Charts("efficiency_refresh", "ccviz.bench.plots:refresh_charts"),
+        Charts("efficiency_refresh", "ccviz_bench.plots:refresh_charts"),
     ),
     BenchTask(
         "ablation",
@@ -205,7 +206,7 @@ TASKS: tuple[BenchTask, ...] = (  # in the order ``all`` runs them, the report p
         _P + "needle_labels",
         spreads=True,
         dispatched=True,
-        charts=Charts("needle_summary", "ccviz.bench.plots:needle_charts"),
+        charts=Charts("needle_summary", "ccviz_bench.plots:needle_charts"),
     ),
     BenchTask(
         "ruler",
@@ -221,7 +222,7 @@ TASKS: tuple[BenchTask, ...] = (  # in the order ``all`` runs them, the report p
 )
 
 PROBES: tuple[Probe, ...] = tuple(  # engine probes: a text report each, never part of ``all``
-    Probe(name, f"ccviz.bench.probes.{name}:{name.capitalize()}Settings", f"ccviz.bench.probes.{name}")
+    Probe(name, f"ccviz_bench.probes.{name}:{name.capitalize()}Settings", f"ccviz_bench.probes.{name}")
     for name in ("overhead", "memory", "cost", "attention")
 )
 

@@ -18,9 +18,10 @@ from typing import Any
 
 import pandas as pd
 
-from ...cases.spans import Prepared
-from ...models import LoadedModel
-from ...trace import Trace
+from ccviz.cases.spans import Prepared
+from ccviz.models import LoadedModel
+from ccviz.trace import Trace
+
 from ..dispatch import Workers
 from ..metrics import cache_before
 from ..registry import TaskRun

@@ -35,10 +35,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from ..cases.documents import INSTRUCTION
-from ..cases.spans import Prepared
-from ..engine.units import group_units, token_classes
-from ..trace import Trace
+from ccviz.cases.documents import INSTRUCTION
+from ccviz.cases.spans import Prepared
+from ccviz.engine.units import group_units, token_classes
+from ccviz.trace import Trace
+
 from .metrics import cache_before
 from .specs import FULL, evicting
 

@@ -30,13 +30,14 @@ from typing import Any
 
 import torch
 
-from ...capture import ATTENTION_IMPLEMENTATION, install_hooks
-from ...cases.texts import long_document
-from ...engine import CacheSession, generate
-from ...errors import CcvizError
-from ...fields import Validated, whole
-from ...models import LoadedModel, load_model
-from ...prompts import encode_prompt
+from ccviz.capture import ATTENTION_IMPLEMENTATION, install_hooks
+from ccviz.cases.texts import long_document
+from ccviz.engine import CacheSession, generate
+from ccviz.errors import CcvizError
+from ccviz.fields import Validated, whole
+from ccviz.models import LoadedModel, load_model
+from ccviz.prompts import encode_prompt
+
 from ..specs import PolicySpec
 from ..tasks.efficiency import decide, filled_session, forward_seconds
 from .overhead import PROMPT

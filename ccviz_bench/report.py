@@ -11,7 +11,8 @@ from typing import Any
 
 import pandas as pd
 
-from ..engine.budget import budget_text
+from ccviz.engine.budget import budget_text
+
 from .diagnosis import summarise_diagnosis
 from .metrics import summarise_rates
 from .pairing import default_decision, paired_protocols, paired_with, paired_with_defaults

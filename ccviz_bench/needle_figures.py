@@ -13,8 +13,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..engine.budget import budget_text
-from ..figures.layout import LEGEND_BELOW, legible, spec_lines, wrapped
+from ccviz.engine.budget import budget_text
+from ccviz.figures.layout import LEGEND_BELOW, legible, spec_lines, wrapped
+
 from .figures import RATES
 from .specs import FULL, evicting
 

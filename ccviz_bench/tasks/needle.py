@@ -23,11 +23,12 @@ from typing import Any, ClassVar
 
 import pandas as pd
 
-from ...cases.haystack import KINDS, NEEDLE_BUDGET, NEEDLE_LENGTHS, RULER_TASKS, HaystackCase, make_haystack_case
-from ...cases.spans import prepare
-from ...engine.budget import check_budget
-from ...fields import Validated, choice, number, whole
-from ...models import LoadedModel
+from ccviz.cases.haystack import KINDS, NEEDLE_BUDGET, NEEDLE_LENGTHS, RULER_TASKS, HaystackCase, make_haystack_case
+from ccviz.cases.spans import prepare
+from ccviz.engine.budget import check_budget
+from ccviz.fields import Validated, choice, number, whole
+from ccviz.models import LoadedModel
+
 from ..dispatch import Workers
 from ..metrics import answer_matches, summarise_rates
 from ..registry import TaskRun

@@ -19,9 +19,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..choices import DEVICES, DTYPES
-from ..errors import CcvizError
-from ..fields import check_whole, parse_value
+from ccviz.choices import DEVICES, DTYPES
+from ccviz.errors import CcvizError
+from ccviz.fields import check_whole, parse_value
+
 from . import registry
 
 TASKS = tuple(entry.name for entry in registry.TASKS)  # in the order ``all`` runs them
@@ -151,7 +152,7 @@ def main(args: argparse.Namespace) -> None:
 
     import torch
 
-    from ..models import load_model
+    from ccviz.models import load_model
 
     torch.set_num_threads(args.threads)
     model_args = {"name_or_path": args.model, "device": args.device, "dtype": args.dtype}
@@ -174,7 +175,8 @@ def _probe(name: str, probe: Any, settings: object, model_args: dict[str, Any], 
     """Run one probe (a module with ``title(settings)`` and ``run(model_args, settings, emit)``): its report,
     under a header saying when, on what and with which settings, is printed as it comes and saved as
     ``<out>/<name>.txt``."""
-    from ..models import DEFAULT_MODEL
+    from ccviz.models import DEFAULT_MODEL
+
     from .timing import header
 
     lines: list[str] = []

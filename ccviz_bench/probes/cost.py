@@ -17,10 +17,11 @@ from typing import Any
 
 import torch
 
-from ...cases.texts import long_document
-from ...fields import Validated, whole
-from ...models import load_model
-from ...policies.counter_causal.surprise import causal_pass, surprise_from_cache
+from ccviz.cases.texts import long_document
+from ccviz.fields import Validated, whole
+from ccviz.models import load_model
+from ccviz.policies.counter_causal.surprise import causal_pass, surprise_from_cache
+
 from ..timing import median_seconds
 
 CASES = [

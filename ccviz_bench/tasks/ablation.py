@@ -19,10 +19,11 @@ from typing import Any
 
 import pandas as pd
 
-from ...capture import decoder_layers
-from ...choices import SURPRISE_SCORES
-from ...models import LoadedModel
-from ...policies import POLICIES
+from ccviz.capture import decoder_layers
+from ccviz.choices import SURPRISE_SCORES
+from ccviz.models import LoadedModel
+from ccviz.policies import POLICIES
+
 from ..dispatch import Workers
 from ..registry import TaskRun
 from ..specs import PolicySpec, parse_spec
