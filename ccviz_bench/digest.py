@@ -16,6 +16,7 @@ import pandas as pd
 
 from ccviz.engine.budget import budget_text
 
+from .metrics import sign_test
 from .pairing import paired_protocols, paired_with
 from .plots import PALETTE, line_chart
 from .report import (
@@ -208,7 +209,27 @@ def protocol_table(models: list[ModelResults]) -> str:
             f"{', '.join(dict.fromkeys(lost)) or 'no policy'}."
         )
         parts.append(markdown_table(frame))
+        parts.append("\n".join(_question_costs(paired)))
     return "\n\n".join(parts)
+
+
+def _question_costs(paired: pd.DataFrame) -> list[str]:
+    """One sentence per policy: what evicting the question cost it, pooled over the budgets in ``paired``."""
+    sentences = []
+    for policy, cells in paired.groupby("policy", sort=False):
+        wins, losses = int(cells.wins.sum()), int(cells.losses.sum())
+        p = sign_test(wins, losses)
+        cost = wins - losses
+        verdict = "significantly" if p < ALPHA else "not significantly"
+        what = (
+            f"cost it {cost} answers" if cost > 0 else f"gained it {-cost} answers" if cost < 0 else "changed no count"
+        )
+        budgets = ", ".join(cells.budget.map(budget_text))
+        sentences.append(
+            f"- {_short(policy)}: evicting the question {what} at {budgets} "
+            f"(+{wins} / -{losses} with it kept, p {p:.2g}; {verdict})."
+        )
+    return sentences
 
 
 def cost_table(models: list[ModelResults]) -> str:

@@ -76,4 +76,8 @@ def test_the_protocol_table_pairs_each_spec_with_its_evictable_twin_on_complete_
     text = protocol_table([_model(_rows(kept | _evictable(SPREAD)))])
     assert "| H2O heavy hitters | J=25% | 20 | 40% | 5% | +7 / -0 (p 0.016) |" in text
     assert text.startswith("Tiny: with the question kept apart, significantly more answers (p < 0.05) for H2O")
+    assert (
+        "- H2O heavy hitters: evicting the question cost it 7 answers at J=25% (+7 / -0 with it kept, p 0.016; " in text
+    )
+    assert "- KVzip: evicting the question changed no count at J=25% (+0 / -0 with it kept, p 1; not" in text
     assert protocol_table([_model(_rows(_evictable(SPREAD)))]) == ""
