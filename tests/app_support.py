@@ -4,11 +4,28 @@ model) is in conftest.py."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
+from ccviz import Trace
+from ccviz.figures import (
+    COLOURINGS,
+    comparison_heatmaps,
+    cycle_context_html,
+    highlight_html,
+    overlap_heatmap,
+    per_layer,
+    phrase_survival,
+    recorded_values,
+    retention_heatmap,
+    run_summary,
+    sentence_html,
+    signals,
+    survival_html,
+)
 from ccviz.worker.jobs import Job
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,3 +68,28 @@ def fresh_session(monkeypatch, params: dict) -> AppTest:
     for key, value in params.items():
         at.query_params[key] = value
     return at.run()
+
+
+def plotly_text(fig) -> str:
+    """A figure's JSON with its strings as Plotly reads them (``to_json`` writes "<" as an escape)."""
+    return json.dumps(json.loads(fig.to_json()), ensure_ascii=False)
+
+
+def every_view(trace: Trace) -> list[str]:
+    """What the pages draw for a trace (the views' own conditions), as the strings sent to the browser."""
+    out: list[str] = []
+    recorded = signals(trace)
+    if trace.cycles:
+        for colour in COLOURINGS if per_layer(trace)[0] is not None else [c for c in COLOURINGS if c != "layers"]:
+            for signal in recorded if colour == "score" else [None]:
+                out.append(plotly_text(retention_heatmap(trace, colour, signal)))
+        out.append(plotly_text(comparison_heatmaps([trace, trace], ["<b>a</b>", "b\x1b"])))
+        out += [cycle_context_html(trace, i) for i in range(len(trace.cycles))]
+    out.append(plotly_text(overlap_heatmap([trace, trace], ["<i>a</i>", "b"])))
+    values = recorded_values(trace)
+    out += [highlight_html(trace, v, name) for name, v in values.items()]
+    out += [survival_html(trace), sentence_html(trace)] + [sentence_html(trace, v, name) for name, v in values.items()]
+    run_summary(trace)  # a table: shown as text by st.dataframe
+    if trace.tokens:
+        phrase_survival(trace, trace.tokens[0].text)
+    return out

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_scoring import _mlp, _rms, _rope, reference_scores
+from references import mlp, reference_scores, rms, rope
 
 from ccviz import CcvizError, RunConfig, Trace, generate
 from ccviz.engine import CacheSession
@@ -158,9 +158,9 @@ def _reference_logits(model, ids, visible):
     x = model.model.embed_tokens.weight[torch.tensor(ids)].clone()
     for index, layer in enumerate(model.model.layers):
         attn = layer.self_attn
-        h = _rms(x, layer.input_layernorm.weight, eps)
-        q = _rope((h @ attn.q_proj.weight.T).view(n, heads, dim), pos, theta)
-        k = _rope((h @ attn.k_proj.weight.T).view(n, kv_heads, dim), pos, theta)
+        h = rms(x, layer.input_layernorm.weight, eps)
+        q = rope((h @ attn.q_proj.weight.T).view(n, heads, dim), pos, theta)
+        k = rope((h @ attn.k_proj.weight.T).view(n, kv_heads, dim), pos, theta)
         v = (h @ attn.v_proj.weight.T).view(n, kv_heads, dim)
         out = torch.zeros(n, heads, dim)
         for head in range(heads):
@@ -168,8 +168,8 @@ def _reference_logits(model, ids, visible):
             logits = (q[:, head] @ k[:, group].T / math.sqrt(dim)).masked_fill(~visible[index][group], float("-inf"))
             out[:, head] = logits.softmax(-1) @ v[:, group]
         x = x + out.reshape(n, -1) @ attn.o_proj.weight.T
-        x = x + _mlp(layer.mlp, _rms(x, layer.post_attention_layernorm.weight, eps))
-    return _rms(x, model.model.norm.weight, eps) @ model.lm_head.weight.T
+        x = x + mlp(layer.mlp, rms(x, layer.post_attention_layernorm.weight, eps))
+    return rms(x, model.model.norm.weight, eps) @ model.lm_head.weight.T
 
 
 def _visibility(trace, layers, kv_heads):

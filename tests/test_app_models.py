@@ -6,9 +6,9 @@ import time
 from pathlib import Path
 
 import pytest
+from app_support import every_view
 from hold_task import Hold
 from streamlit.testing.v1 import AppTest
-from test_app_reliability import _every_view
 
 from ccviz import RunConfig, Trace
 from ccviz.models import DEFAULT_MODEL, GEMMA_MODEL, TINY_MODEL, installed_models
@@ -220,7 +220,7 @@ def test_a_gemma_run_records_its_model_and_the_traces_page_draws_it_beside_anoth
         gemma_trace = done.results[0]
         assert not done.errors and gemma_trace.config["model"] == GEMMA_MODEL and gemma_trace.cycles
         assert gemma_trace.tokens[0].text == "<bos>"  # Gemma's own tokens (its plain format), not SmolLM2's
-        for shown in _every_view(Trace.from_json(gemma_trace.to_json())):  # every figure a page draws of it
+        for shown in every_view(Trace.from_json(gemma_trace.to_json())):  # every figure a page draws of it
             shown.encode("utf-8")
 
         # The Traces page opens either model's file, alone and compared.

@@ -17,29 +17,13 @@ import threading
 import time
 
 import pytest
-from app_support import DOC, ROOT, charts, set_document, settle
+from app_support import DOC, ROOT, charts, every_view, set_document, settle
+from engine_support import traces, without_timings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hst
 from streamlit.testing.v1 import AppTest
-from test_reliability import _without_timings
-from test_trace_hostile import traces
 
 from ccviz import POLICIES, CcvizError, RunConfig, Trace, generate
-from ccviz.figures import (
-    COLOURINGS,
-    comparison_heatmaps,
-    cycle_context_html,
-    highlight_html,
-    overlap_heatmap,
-    per_layer,
-    phrase_survival,
-    recorded_values,
-    retention_heatmap,
-    run_summary,
-    sentence_html,
-    signals,
-    survival_html,
-)
 from ccviz.ui.limits import MAX_UPLOAD_ENV, max_upload_bytes
 from ccviz.ui.state import result_store
 from ccviz.ui.uploads import decode_document, read_trace
@@ -164,31 +148,6 @@ HOSTILE_TEXT = hst.one_of(
 TAG = re.compile(r"<\s*/?\s*([A-Za-z][\w-]*)")
 
 
-def _plotly_text(fig) -> str:
-    """A figure's JSON with its strings as Plotly reads them (``to_json`` writes "<" as an escape)."""
-    return json.dumps(json.loads(fig.to_json()), ensure_ascii=False)
-
-
-def _every_view(trace: Trace) -> list[str]:
-    """What the pages draw for a trace (the views' own conditions), as the strings sent to the browser."""
-    out: list[str] = []
-    recorded = signals(trace)
-    if trace.cycles:
-        for colour in COLOURINGS if per_layer(trace)[0] is not None else [c for c in COLOURINGS if c != "layers"]:
-            for signal in recorded if colour == "score" else [None]:
-                out.append(_plotly_text(retention_heatmap(trace, colour, signal)))
-        out.append(_plotly_text(comparison_heatmaps([trace, trace], ["<b>a</b>", "b\x1b"])))
-        out += [cycle_context_html(trace, i) for i in range(len(trace.cycles))]
-    out.append(_plotly_text(overlap_heatmap([trace, trace], ["<i>a</i>", "b"])))
-    values = recorded_values(trace)
-    out += [highlight_html(trace, v, name) for name, v in values.items()]
-    out += [survival_html(trace), sentence_html(trace)] + [sentence_html(trace, v, name) for name, v in values.items()]
-    run_summary(trace)  # a table: shown as text by st.dataframe
-    if trace.tokens:
-        phrase_survival(trace, trace.tokens[0].text)
-    return out
-
-
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(traces(), hst.data())
 def test_any_accepted_trace_renders_completely_and_as_text(trace, data):
@@ -201,7 +160,7 @@ def test_any_accepted_trace_renders_completely_and_as_text(trace, data):
     except CcvizError as err:
         assert "surrogate" in str(err)
         return
-    for shown in _every_view(loaded):
+    for shown in every_view(loaded):
         shown.encode("utf-8")  # a lone surrogate here would crash the page
         assert set(TAG.findall(shown)) <= {"span", "div", "br", "sup", "extra"}, shown[:300]  # the views' own tags only
 
@@ -380,7 +339,7 @@ def test_three_sessions_running_at_once_get_what_each_gets_alone(monkeypatch, ti
         trace = job.results[0]
         assert trace.status == "complete" and trace.config["policy"] == config["policy"]
         task = job.tasks[0]
-        assert _without_timings(trace) == _without_timings(direct_run(task.prompt, task.config))
+        assert without_timings(trace) == without_timings(direct_run(task.prompt, task.config))
 
 
 # ----- interruption ---------------------------------------------------------------------------------
@@ -451,7 +410,7 @@ def test_a_run_that_fails_part_way_reports_it_and_keeps_its_refreshes(monkeypatc
         result_store.clear()
         settle(app.button(key="btn.run").click().run())
         after = app.session_state["done.run"].results[0]
-        assert _without_timings(after) == _without_timings(before)  # the worker's model is intact
+        assert without_timings(after) == without_timings(before)  # the worker's model is intact
     finally:  # the plugin's policy must not leak into later tests' registry, nor its worker keep running
         POLICIES.pop("breaks_at_refresh", None)
         sys.modules.pop("failing_policy", None)

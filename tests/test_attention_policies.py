@@ -3,7 +3,7 @@
 import pytest
 import torch
 import torch.nn.functional as F
-from test_engine import LONG_PROMPT
+from engine_support import LONG_PROMPT
 from transformers import DynamicCache
 
 from ccviz import POLICIES, CcvizError, Trace, generate, make_policy

@@ -9,7 +9,7 @@ each kind runs on the GPU; one app job runs through the model worker on the GPU 
 
 import pytest
 import torch
-from test_engine import LONG_PROMPT, PROMPTS, _generated_ids
+from engine_support import LONG_PROMPT, PROMPTS, generated_ids
 
 from ccviz import RunConfig, generate, load_model
 from ccviz.policies.counter_causal.surprise import counter_causal_surprise
@@ -45,7 +45,7 @@ def test_full_matches_generate_on_cuda(smollm_cuda, prompt):
             do_sample=False,
         )[0, len(ids) :].tolist()
     trace = generate(smollm_cuda, prompt, policy="full", cache_size=64, max_new_tokens=24)
-    assert _generated_ids(trace) == reference
+    assert generated_ids(trace) == reference
 
 
 def _ranks(scores: torch.Tensor) -> torch.Tensor:
@@ -69,7 +69,7 @@ def test_counter_causal_in_bf16_on_cuda_keeps_what_float32_on_the_cpu_keeps(smol
 @pytest.mark.parametrize("policy", KINDS)
 def test_a_policy_of_each_kind_runs_on_cuda(smollm_cuda, policy):
     trace = generate(smollm_cuda, LONG_PROMPT, policy=policy, cache_size=32, max_new_tokens=8, stop_at_eos=False)
-    assert len(trace.cycles) > 3 and len(_generated_ids(trace)) == 8
+    assert len(trace.cycles) > 3 and len(generated_ids(trace)) == 8
     assert all(len(cycle.kept) <= trace.config["frozen"] + 32 for cycle in trace.cycles)
 
 
@@ -89,5 +89,5 @@ def test_an_app_job_runs_through_the_worker_on_cuda(smollm_cuda, monkeypatch):
     finally:
         worker.close()
     direct = generate(smollm_cuda, LONG_PROMPT, config)
-    assert _generated_ids(job.results[0]) == _generated_ids(direct)
+    assert generated_ids(job.results[0]) == generated_ids(direct)
     assert [cycle.kept for cycle in job.results[0].cycles] == [cycle.kept for cycle in direct.cycles]

@@ -2,44 +2,18 @@
 
 import pytest
 import torch
+from engine_support import LONG_PROMPT, PROMPTS, generated_ids, reference_ids
 
 from ccviz import generate
 from ccviz.engine import CacheSession, RunConfig, prepare
 from ccviz.prompts import encode_prompt
-
-LONG_PROMPT = (
-    "Summarise the following notes in two sentences. The committee met on Tuesday to review the budget "
-    "for the new library wing. Construction costs rose by twelve percent because of steel prices, and the "
-    "architect proposed replacing the glass atrium with a cheaper skylight. Several members objected, "
-    "noting that the atrium was the main reason the city council approved the project. The treasurer "
-    "suggested delaying the children's reading room by one year instead. After a long discussion the "
-    "committee agreed to ask the council for a small supplementary grant and to postpone any decision "
-    "about the atrium until the next meeting in March."
-)
-PROMPTS = ["What is the capital of France?", "Write a haiku about autumn leaves.", LONG_PROMPT]
-
-
-def _reference_ids(lm, prompt, max_new_tokens):
-    ids = encode_prompt(lm.tokenizer, prompt, chat=True).ids
-    with torch.inference_mode():
-        out = lm.model.generate(
-            torch.tensor([ids]),
-            attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-            max_new_tokens=max_new_tokens,
-            do_sample=False,
-        )
-    return out[0, len(ids) :].tolist()
-
-
-def _generated_ids(trace):
-    return [tok.id for tok in trace.tokens if tok.source == "generated"]
 
 
 @pytest.mark.parametrize("prompt", PROMPTS, ids=["short", "haiku", "long"])
 def test_full_policy_matches_model_generate(smollm, prompt):
     trace = generate(smollm, prompt, policy="full", cache_size=64, max_new_tokens=24)
     assert len(encode_prompt(smollm.tokenizer, prompt, chat=True).ids) > 0
-    assert _generated_ids(trace) == _reference_ids(smollm, prompt, 24)
+    assert generated_ids(trace) == reference_ids(smollm, prompt, 24)
     if prompt is LONG_PROMPT:
         assert sum(c.phase == "prefill" for c in trace.cycles) >= 5  # several chunks of h = 16
 
@@ -50,7 +24,7 @@ def test_chunked_prefill_equals_token_by_token(tiny):
     stepwise = generate(tiny, LONG_PROMPT, prefill_step=1, **kwargs)
     assert [c.kept for c in chunked.cycles] == [c.kept for c in stepwise.cycles]
     assert [c.step for c in chunked.cycles] == [c.step for c in stepwise.cycles]
-    assert _generated_ids(chunked) == _generated_ids(stepwise)
+    assert generated_ids(chunked) == generated_ids(stepwise)
 
 
 def test_refresh_invariants_sliding(tiny):
@@ -106,8 +80,8 @@ def test_sampling_is_seeded(tiny):
     a = generate(tiny, "Once upon a time", seed=3, **kw)
     b = generate(tiny, "Once upon a time", seed=3, **kw)
     c = generate(tiny, "Once upon a time", seed=4, **kw)
-    assert _generated_ids(a) == _generated_ids(b)
-    assert _generated_ids(a) != _generated_ids(c)
+    assert generated_ids(a) == generated_ids(b)
+    assert generated_ids(a) != generated_ids(c)
 
 
 def test_progress_and_cancel(tiny):

@@ -10,8 +10,8 @@ import math
 
 import pytest
 import torch
-from test_engine import LONG_PROMPT, _generated_ids, _reference_ids
-from test_scoring import TEXT, _assert_close, _rms, _rope, _scores_with_perturbed_entries, reference_surprise
+from engine_support import LONG_PROMPT, generated_ids, reference_ids
+from references import TEXT, assert_close, reference_surprise, rms, rope, scores_with_perturbed_entries
 
 from ccviz import CcvizError, generate
 from ccviz.engine import CacheSession, RunConfig
@@ -60,7 +60,7 @@ def tiny_gemma() -> LoadedModel:
 # ----- the explicit reference: Gemma's blocks written out, per-head, per-row loops ---------------------------
 def _norm(module, x):
     """Gemma's RMSNorm: the weight is stored as w - 1."""
-    return _rms(x, 1 + module.weight, module.eps)
+    return rms(x, 1 + module.weight, module.eps)
 
 
 def gemma_reference(model, kv, tok, pos, hidden, variant, min_gap, window=0):
@@ -80,7 +80,7 @@ def gemma_reference(model, kv, tok, pos, hidden, variant, min_gap, window=0):
             out = torch.zeros(n, n_heads, dim)
             if visible:
                 q = (_norm(layer.input_layernorm, x) @ layer.self_attn.q_proj.weight.T).view(n, n_heads, dim)
-                q = _rope(_norm(layer.self_attn.q_norm, q), pos, cfg.rope_parameters[kind]["rope_theta"])
+                q = rope(_norm(layer.self_attn.q_norm, q), pos, cfg.rope_parameters[kind]["rope_theta"])
                 keys, values = kv[index][0][0], kv[index][1][0]
                 for head in range(n_heads):
                     group = head // (n_heads // n_kv)
@@ -119,7 +119,7 @@ def _check_against_reference(lm, ids, pos, variants=("full", "fast", "fast_mlp")
                 actual = counter_causal_surprise(
                     lm.model, ids, variant=variant, score=score, min_gap=min_gap, position_ids=pos[None], window=window
                 )
-                _assert_close(actual, reference)
+                assert_close(actual, reference)
 
 
 # ----- the tiny Gemma: the window logic in seconds -------------------------------------------------------------
@@ -137,7 +137,7 @@ def test_full_matches_generate_beyond_the_window(tiny_gemma, prompt):
     """transformers' own sliding masks (generate) and ccviz's, on prompts many windows long."""
     assert len(encode_prompt(tiny_gemma.tokenizer, prompt, chat=True).ids) > 4 * WINDOW
     trace = generate(tiny_gemma, prompt, policy="full", cache_size=64, max_new_tokens=24, stop_at_eos=False)
-    assert _generated_ids(trace) == _reference_ids(tiny_gemma, prompt, 24)
+    assert generated_ids(trace) == reference_ids(tiny_gemma, prompt, 24)
 
 
 @pytest.mark.parametrize(
@@ -168,11 +168,11 @@ def test_a_counter_causal_entry_never_reads_past_a_local_window(tiny_gemma):
     i, model = 5, tiny_gemma.model
     beyond, edge = list(range(i + WINDOW, 30)), [i + WINDOW - 1]
     fast = dict(variant="fast", score="logit", min_gap=0)
-    perturbed, base = _scores_with_perturbed_entries(model, ids, beyond, **fast)
+    perturbed, base = scores_with_perturbed_entries(model, ids, beyond, **fast)
     assert perturbed[i] == base[i]
-    perturbed, base = _scores_with_perturbed_entries(model, ids, edge, **fast)
+    perturbed, base = scores_with_perturbed_entries(model, ids, edge, **fast)
     assert abs(perturbed[i] - base[i]) > 1e-4  # the last position inside the window matters
-    perturbed, base = _scores_with_perturbed_entries(model, ids, beyond, variant="full", score="logit", min_gap=0)
+    perturbed, base = scores_with_perturbed_entries(model, ids, beyond, variant="full", score="logit", min_gap=0)
     assert abs(perturbed[i] - base[i]) > 1e-4  # through the global layer
 
 
@@ -324,13 +324,13 @@ def test_gemma_full_matches_generate(gemma, prompt):
     if prompt is not FACT:
         assert len(encode_prompt(gemma.tokenizer, prompt, chat=True).ids) > 512 + 32
     trace = generate(gemma, prompt, policy="full", cache_size=1024, max_new_tokens=8)
-    assert _generated_ids(trace) == _reference_ids(gemma, prompt, 8)
+    assert generated_ids(trace) == reference_ids(gemma, prompt, 8)
 
 
 @needs_gemma
 def test_gemma_answers_in_the_plain_format(gemma):
     trace = generate(gemma, FACT, policy="full", cache_size=64, max_new_tokens=8)
-    assert "amoxicillin" in gemma.tokenizer.decode(_generated_ids(trace)).lower()
+    assert "amoxicillin" in gemma.tokenizer.decode(generated_ids(trace)).lower()
 
 
 @needs_gemma
@@ -346,4 +346,4 @@ def test_gemma_counter_causal_matches_the_reference(gemma):
 @pytest.mark.parametrize("policy", ["counter_causal", "counter_causal_fast", "h2o", "kvzip", "sliding"])
 def test_gemma_runs_a_policy_of_each_kind(gemma, policy):
     trace = generate(gemma, FACT, policy=policy, cache_size=48, max_new_tokens=2, stop_at_eos=False)
-    assert trace.cycles and len(_generated_ids(trace)) == 2
+    assert trace.cycles and len(generated_ids(trace)) == 2

@@ -213,3 +213,14 @@ def test_streamlit_is_imported_by_the_ui_and_the_pages_alone():
         and any(module.split(".")[0] == "streamlit" for module, _ in _imports(path))
     ]
     assert not offences, offences
+
+
+def test_no_test_module_imports_another_test_module():
+    """Shared helpers live in the support modules (app_support, engine_support, references, conftest)."""
+    offences = [
+        f"{path.name} imports {module}"
+        for path in sorted((ROOT / "tests").glob("test_*.py"))
+        for module, _ in _imports(path)
+        if module.split(".")[0].startswith("test_")
+    ]
+    assert not offences, offences

@@ -4,7 +4,7 @@ import math
 
 import pytest
 import torch
-from test_engine import LONG_PROMPT
+from engine_support import LONG_PROMPT
 from transformers import DynamicCache
 
 from ccviz import CcvizError, generate, make_policy

@@ -4,6 +4,7 @@ import json
 import threading
 
 import pytest
+from engine_support import without_timings
 
 from ccviz import POLICIES, CcvizError, GenerationFailed, Trace, generate
 from ccviz.policies.sliding import Sliding
@@ -17,18 +18,10 @@ DOC = (
 )
 
 
-def _without_timings(trace) -> str:
-    data = json.loads(trace.to_json())
-    data["timings"] = {}
-    for cycle in data["cycles"]:
-        cycle["seconds"] = 0
-    return json.dumps(data)
-
-
 @pytest.mark.parametrize("policy", sorted(name for name in POLICIES if name != "full"))
 def test_same_config_and_seed_give_identical_traces(tiny, policy):
     kwargs = dict(policy=policy, cache_size=16, chunk_size=4, max_new_tokens=10, do_sample=True, seed=7, top_p=0.9)
-    assert _without_timings(generate(tiny, DOC, **kwargs)) == _without_timings(generate(tiny, DOC, **kwargs))
+    assert without_timings(generate(tiny, DOC, **kwargs)) == without_timings(generate(tiny, DOC, **kwargs))
 
 
 def test_concurrent_runs_match_runs_alone(smollm):
@@ -38,13 +31,13 @@ def test_concurrent_runs_match_runs_alone(smollm):
         dict(policy="counter_causal_fast", cache_size=24, policy_options={"score": "contrast"}),
         dict(policy=next(p for p in ("h2o", "counter_causal") if p in POLICIES), cache_size=40),
     ]
-    alone = [_without_timings(generate(smollm, DOC, max_new_tokens=8, **c)) for c in configs]
+    alone = [without_timings(generate(smollm, DOC, max_new_tokens=8, **c)) for c in configs]
     results: list = [None] * len(configs)
     barrier = threading.Barrier(len(configs))
 
     def work(i):
         barrier.wait()
-        results[i] = _without_timings(generate(smollm, DOC, max_new_tokens=8, **configs[i]))
+        results[i] = without_timings(generate(smollm, DOC, max_new_tokens=8, **configs[i]))
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(len(configs))]
     for thread in threads:

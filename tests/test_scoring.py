@@ -4,100 +4,15 @@ import math
 
 import pytest
 import torch
+from references import TEXT, assert_close, reference_scores, scores_with_perturbed_entries
 
 from ccviz import CcvizError, generate
 from ccviz.engine.survivors import select_survivors
 from ccviz.policies import POLICIES
 from ccviz.policies.counter_causal import smooth_scores
-from ccviz.policies.counter_causal.surprise import causal_pass, counter_causal_surprise, surprise_from_cache
-
-TEXT = (
-    "Patient record 4471. Mrs. Okafor, 68, was admitted with chest pain. She is allergic to latex. "
-    "An ECG showed no acute changes and troponin was normal."
-)
-
+from ccviz.policies.counter_causal.surprise import causal_pass, counter_causal_surprise
 
 # ----- the explicit reference: per-layer, per-head, per-row loops, softmax written out ------------------
-def _rms(x, weight, eps):
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
-
-
-def _rope(x, pos, theta):
-    dim = x.shape[-1]
-    inv_freq = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
-    angles = pos.double()[:, None] * inv_freq[None]
-    cos, sin = torch.cat([angles.cos()] * 2, -1).float(), torch.cat([angles.sin()] * 2, -1).float()
-    rotated = torch.cat([-x[..., dim // 2 :], x[..., : dim // 2]], -1)
-    return x * cos[:, None] + rotated * sin[:, None]
-
-
-def _mlp(mlp, x):
-    return (torch.nn.functional.silu(x @ mlp.gate_proj.weight.T) * (x @ mlp.up_proj.weight.T)) @ mlp.down_proj.weight.T
-
-
-def reference_scores(model, kv, tok, pos, hidden, variant, min_gap, first=None, window=0, held=None):
-    """Return {score: tensor} for logit, logprob and contrast, computed the slow, obvious way.
-
-    ``first``: the layer the stream starts at, from ``hidden`` (default: 0 for full, L-1 for the fast
-    variants); ``window`` W > 0: entry i sees only j <= i + W; ``held[l]``: the entries layer l's K/V
-    rows are (default: all of them, in order)."""
-    cfg = model.config
-    eps, theta = cfg.rms_norm_eps, cfg.rope_parameters["rope_theta"]
-    layers = model.model.layers
-    n_heads, n_kv, dim = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
-    n = tok.numel()
-
-    start = first if first is not None else 0 if variant == "full" else len(layers) - 1
-
-    def stream(visible):
-        x = model.model.embed_tokens.weight[tok].clone() if start == 0 else hidden.clone()
-        for index in range(start, len(layers)):
-            layer = layers[index]
-            out = torch.zeros(n, n_heads, dim)
-            if visible:
-                q = (_rms(x, layer.input_layernorm.weight, eps) @ layer.self_attn.q_proj.weight.T).view(n, n_heads, dim)
-                q = _rope(q, pos, theta)
-                keys, values = kv[index][0][0], kv[index][1][0]
-                entries = list(range(n)) if held is None else held[index]
-                for head in range(n_heads):
-                    group = head // (n_heads // n_kv)
-                    logits = q[:, head] @ keys[group].T / math.sqrt(dim)
-                    for i in range(n):
-                        allowed = [
-                            r for r, j in enumerate(entries) if j > i + min_gap and (not window or j <= i + window)
-                        ]
-                        if not allowed:
-                            continue
-                        row = logits[i, allowed]
-                        weights = torch.exp(row - row.max())
-                        weights = weights / weights.sum()
-                        out[i, head] = weights @ values[group, allowed]
-            x = x + out.reshape(n, -1) @ layer.self_attn.o_proj.weight.T
-            if variant != "fast":
-                x = x + _mlp(layer.mlp, _rms(x, layer.post_attention_layernorm.weight, eps))
-        logits = _rms(x, model.model.norm.weight, eps) @ model.lm_head.weight.T
-        return logits[torch.arange(n), tok], logits.logsumexp(-1)
-
-    return reference_surprise(stream, n, min_gap)
-
-
-def reference_surprise(stream, n, min_gap):
-    """{score: surprise} from ``stream(visible)`` -> (true-token logits, log-normalisers) of a reference's
-    counter-causal stream, with (True) and without (False) the visible future; +inf where none is visible."""
-    true, normaliser = stream(True)
-    blind, _ = stream(False)
-    no_future = torch.arange(n) >= n - 1 - min_gap
-    result = {"logit": -true, "logprob": -(true - normaliser), "contrast": -(true - blind)}
-    for value in result.values():
-        value[no_future] = math.inf
-    return result
-
-
-def _assert_close(actual, expected, tol=1e-3):
-    assert torch.equal(torch.isinf(actual), torch.isinf(expected))
-    finite = torch.isfinite(expected)
-    diff = (actual[finite] - expected[finite]).abs().max().item()
-    assert diff < tol, f"max abs difference {diff}"
 
 
 def _check_against_reference(lm, ids, positions=None):
@@ -112,7 +27,7 @@ def _check_against_reference(lm, ids, positions=None):
                     lm.model, ids, variant=variant, score=score, min_gap=min_gap, position_ids=pos[None]
                 )
                 assert actual.dtype == torch.float32 and actual.shape == (n,)
-                _assert_close(actual, reference)
+                assert_close(actual, reference)
 
 
 def test_matches_reference_tiny(tiny):
@@ -132,29 +47,14 @@ def test_matches_reference_with_gapped_positions(tiny):
     _check_against_reference(tiny, ids, positions)
 
 
-def _scores_with_perturbed_entries(model, ids, entries, **options):
-    """Surprise of every entry after adding noise to the cached K/V of ``entries`` in every layer, and without."""
-    pos = torch.arange(ids.shape[1])
-    kv, hidden = causal_pass(model, ids, pos[None])
-    base = surprise_from_cache(model, kv, ids[0], pos, hidden, **options)
-    generator = torch.Generator().manual_seed(0)
-    changed = []
-    for keys, values in kv:
-        keys, values = keys.clone(), values.clone()
-        keys[:, :, entries] += torch.randn(keys[:, :, entries].shape, generator=generator)
-        values[:, :, entries] += torch.randn(values[:, :, entries].shape, generator=generator)
-        changed.append((keys, values))
-    return surprise_from_cache(model, changed, ids[0], pos, hidden, **options), base
-
-
 @pytest.mark.parametrize("variant", ["full", "fast", "fast_mlp"])
 @pytest.mark.parametrize("min_gap", [0, 2])
 def test_mask_is_counter_causal(smollm, variant, min_gap):
     ids = torch.tensor([smollm.tokenizer(TEXT)["input_ids"][:24]])
     i, options = 10, dict(variant=variant, score="logit", min_gap=min_gap)
-    perturbed, base = _scores_with_perturbed_entries(smollm.model, ids, list(range(0, i + min_gap + 1)), **options)
+    perturbed, base = scores_with_perturbed_entries(smollm.model, ids, list(range(0, i + min_gap + 1)), **options)
     assert perturbed[i] == base[i]  # the past and the hidden gap: no effect
-    perturbed, base = _scores_with_perturbed_entries(smollm.model, ids, [i + min_gap + 1], **options)
+    perturbed, base = scores_with_perturbed_entries(smollm.model, ids, [i + min_gap + 1], **options)
     assert abs(perturbed[i] - base[i]) > 1e-4  # the first visible future entry matters
 
 
@@ -209,7 +109,7 @@ def test_from_a_middle_layer_matches_the_reference(smollm):
     kv, hidden = causal_pass(smollm.model, ids, pos[None], residual_layer=15)
     expected = reference_scores(smollm.model, kv, ids[0], pos, hidden, "full", 1, first=15)
     for score, reference in expected.items():
-        _assert_close(counter_causal_surprise(smollm.model, ids, score=score, min_gap=1, from_layer=15), reference)
+        assert_close(counter_causal_surprise(smollm.model, ids, score=score, min_gap=1, from_layer=15), reference)
 
 
 def test_the_from_layer_policy_stores_only_the_residual_it_needs(tiny):
@@ -235,7 +135,7 @@ def test_banded_pass_matches_the_reference(tiny, variant, min_gap, window):
     expected = reference_scores(tiny.model, kv, ids[0], pos, hidden, variant, min_gap, window=window)
     for score, reference in expected.items():
         actual = counter_causal_surprise(tiny.model, ids, variant=variant, score=score, min_gap=min_gap, window=window)
-        _assert_close(actual, reference)
+        assert_close(actual, reference)
 
 
 @pytest.mark.parametrize("variant", ["full", "fast"])
@@ -261,9 +161,9 @@ def test_a_banded_entry_never_sees_beyond_its_window(smollm, variant):
     options = dict(variant=variant, score="logit", min_gap=0, window=W)
     # every layer's rows read the cache, never other rows, so the band holds through all of them
     for entries in (list(range(i + W + 1, n)), list(range(0, i + 1))):
-        perturbed, base = _scores_with_perturbed_entries(smollm.model, ids, entries, **options)
+        perturbed, base = scores_with_perturbed_entries(smollm.model, ids, entries, **options)
         assert perturbed[i] == base[i]
-    perturbed, base = _scores_with_perturbed_entries(smollm.model, ids, [i + W], **options)
+    perturbed, base = scores_with_perturbed_entries(smollm.model, ids, [i + W], **options)
     assert abs(perturbed[i] - base[i]) > 1e-4  # the last entry inside the window matters
 
 
@@ -330,7 +230,7 @@ def test_in_engine_surprise_equals_standalone_before_eviction(smollm):
     cycle = trace.cycles[0]
     ids = torch.tensor([[tok.id for tok in trace.tokens[: cycle.step]]])
     standalone = counter_causal_surprise(smollm.model, ids, variant="full", score=POLICIES["counter_causal"]().score)
-    _assert_close(torch.tensor(cycle.scores["surprise"]), standalone[3:])
+    assert_close(torch.tensor(cycle.scores["surprise"]), standalone[3:])
 
 
 def test_ties_are_broken_towards_recent_entries():

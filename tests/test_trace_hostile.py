@@ -1,58 +1,15 @@
 """Hostile trace files: whatever the bytes, loading either succeeds exactly or fails with CcvizError."""
 
 import json
-import math
 
 import pytest
+from engine_support import traces
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ccviz import CcvizError, Trace
-from ccviz.trace import Cycle, TokenRecord
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-@st.composite
-def traces(draw):
-    n = draw(st.integers(1, 30))
-    tokens = [
-        TokenRecord(
-            t=t,
-            id=draw(st.integers(0, 50000)),
-            text=draw(st.text(max_size=6)),
-            source=draw(st.sampled_from(["prompt", "generated"])),
-        )
-        for t in range(n)
-    ]
-    cycles = []
-    for index in range(draw(st.integers(0, 4))):
-        candidates = sorted(draw(st.sets(st.integers(0, n - 1), max_size=n)))
-        kept = sorted(draw(st.sets(st.integers(0, n - 1), max_size=n)))
-        score = st.one_of(st.floats(allow_nan=False, width=32), st.just(math.inf), st.just(-math.inf))
-        signals = draw(st.lists(st.sampled_from(["surprise", "recency", "attention_last"]), unique=True, max_size=2))
-        scores = {name: [float(draw(score)) for _ in candidates] for name in signals}
-        cycles.append(
-            Cycle(
-                index=index,
-                step=draw(st.integers(1, n)),
-                phase=draw(st.sampled_from(["prefill", "decode"])),
-                candidates=candidates,
-                kept=kept,
-                scores=scores,
-                seconds=draw(st.floats(0, 100, allow_nan=False)),
-            )
-        )
-    return Trace(
-        config={"policy": draw(st.text(max_size=10)), "cache_size": draw(st.integers(1, 100))},
-        tokens=tokens,
-        cycles=cycles,
-        output_text=draw(st.text(max_size=20)),
-        timings={"total_seconds": draw(st.floats(0, 1e6, allow_nan=False))},
-        peak_cache_length=draw(st.integers(0, 1000)),
-        status=draw(st.sampled_from(["complete", "cancelled", "error"])),
-        stop_reason=draw(st.sampled_from(["eos", "max_new_tokens", "cancelled"])),
-    )
 
 
 @FAST
