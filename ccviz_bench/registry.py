@@ -50,6 +50,20 @@ class TaskRun:
     fresh: bool
     log: Callable[[str], None]
 
+    def run_own(self, run: Callable[..., Any]) -> None:
+        """Call a task's ``run(lm, quick, out, *, specs, workers, model_args, fresh, log)`` with this run: its
+        own specs and settings unless ``--policy`` named others (the ablation's grid, the allocations)."""
+        run(
+            self.lm,
+            self.quick,
+            self.out,
+            specs=self.specs or None,
+            workers=self.workers,
+            model_args=self.model_args,
+            fresh=self.fresh,
+            log=self.log,
+        )
+
 
 @dataclass(frozen=True)
 class Frames:

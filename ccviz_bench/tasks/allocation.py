@@ -118,13 +118,4 @@ def run(
 
 def run_task(task: TaskRun) -> None:
     """``bench allocation``: its own policies and settings unless ``--policy`` names others."""
-    run(
-        task.lm,
-        task.quick,
-        task.out,
-        specs=task.specs or None,
-        workers=task.workers,
-        model_args=task.model_args,
-        fresh=task.fresh,
-        log=task.log,
-    )
+    task.run_own(run)

@@ -260,10 +260,11 @@ def default_specs(task: str, quick: bool = False) -> list[PolicySpec]:
     return specs[:QUICK_POLICIES] if quick else specs
 
 
-def run_needle(
+def run_grid(
+    kind: str,
     lm: LoadedModel | None,
     specs: list[PolicySpec],
-    settings: NeedleSettings,
+    settings: NeedleSettings | RulerSettings,
     out: Path,
     *,
     workers: Workers = Workers(),
@@ -271,11 +272,13 @@ def run_needle(
     fresh: bool = False,
     log: Callable[[str], None] = print,
 ) -> pd.DataFrame:
-    """Measure every missing cell of the needle maps into ``needle.csv``; the per-cell summary."""
+    """Measure every missing cell of ``kind`` ("needle": the needle maps, per-cell summary; "ruler": the
+    RULER-style cases, summary per task x length x budget) into ``<kind>.csv``; its summary."""
+    cells, summarise = GRIDS[kind]
     return _run(
-        "needle",
+        kind,
         lm,
-        needle_cells(specs, settings),
+        cells(specs, settings),
         specs,
         settings,
         out,
@@ -283,35 +286,22 @@ def run_needle(
         model_args=model_args or {},
         fresh=fresh,
         log=log,
-        summarise=summarise_map,
+        summarise=summarise,
     )
+
+
+def run_needle(
+    lm: LoadedModel | None, specs: list[PolicySpec], settings: NeedleSettings, out: Path, **options: Any
+) -> pd.DataFrame:
+    """:func:`run_grid` of the needle maps into ``needle.csv``; the per-cell summary."""
+    return run_grid("needle", lm, specs, settings, out, **options)
 
 
 def run_ruler(
-    lm: LoadedModel | None,
-    specs: list[PolicySpec],
-    settings: RulerSettings,
-    out: Path,
-    *,
-    workers: Workers = Workers(),
-    model_args: dict[str, Any] | None = None,
-    fresh: bool = False,
-    log: Callable[[str], None] = print,
+    lm: LoadedModel | None, specs: list[PolicySpec], settings: RulerSettings, out: Path, **options: Any
 ) -> pd.DataFrame:
-    """Measure every missing RULER-style case into ``ruler.csv``; the summary per task x length x budget."""
-    return _run(
-        "ruler",
-        lm,
-        ruler_cells(specs, settings),
-        specs,
-        settings,
-        out,
-        workers=workers,
-        model_args=model_args or {},
-        fresh=fresh,
-        log=log,
-        summarise=summarise_ruler,
-    )
+    """:func:`run_grid` of the RULER-style cases into ``ruler.csv``; the summary per task x length x budget."""
+    return run_grid("ruler", lm, specs, settings, out, **options)
 
 
 MAP_KEYS = ["policy", "budget", "length", "depth"]
@@ -327,11 +317,12 @@ def summarise_ruler(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame() if rows.empty else summarise_rates(rows, RULER_KEYS)
 
 
-def run_needle_task(task: TaskRun) -> None:
-    """``bench needle``: :func:`default_specs` unless ``--policy`` names others."""
-    run_needle(
+def run_grid_task(kind: str, task: TaskRun) -> None:
+    """``bench needle`` or ``bench ruler``: :func:`default_specs` unless ``--policy`` names others."""
+    run_grid(
+        kind,
         task.lm,
-        task.specs or default_specs("needle", task.quick),
+        task.specs or default_specs(kind, task.quick),
         task.settings,
         task.out,
         workers=task.workers,
@@ -339,17 +330,14 @@ def run_needle_task(task: TaskRun) -> None:
         fresh=task.fresh,
         log=task.log,
     )
+
+
+def run_needle_task(task: TaskRun) -> None:
+    run_grid_task("needle", task)
 
 
 def run_ruler_task(task: TaskRun) -> None:
-    """``bench ruler``: :func:`default_specs` unless ``--policy`` names others."""
-    run_ruler(
-        task.lm,
-        task.specs or default_specs("ruler", task.quick),
-        task.settings,
-        task.out,
-        workers=task.workers,
-        model_args=task.model_args,
-        fresh=task.fresh,
-        log=task.log,
-    )
+    run_grid_task("ruler", task)
+
+
+GRIDS = {"needle": (needle_cells, summarise_map), "ruler": (ruler_cells, summarise_ruler)}  # cells, summary
