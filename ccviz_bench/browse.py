@@ -27,10 +27,10 @@ from .metrics import summarise_rates
 from .needle_figures import ruler_figure
 from .progress import TaskFiles, read_task
 from .registry import TASKS, BenchTask, Frames, find_task, load
-from .report import provenance_line
 from .reproduce import plain_command, reproduce_command
 from .results import load_results
 from .specs import evicting
+from .tables import provenance_line
 
 UNREADABLE = (ValueError, KeyError, TypeError, IndexError, OSError)  # a file being written, or from another version
 

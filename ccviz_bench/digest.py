@@ -19,17 +19,10 @@ from ccviz.engine.budget import budget_text
 from .metrics import sign_test
 from .pairing import paired_protocols, paired_with
 from .plots import PALETTE, line_chart
-from .report import (
-    KEPT_APART,
-    STREAMED,
-    defaults_by_answers,
-    diagnosis_overall,
-    markdown_table,
-    percent_text,
-    sign_cell,
-)
+from .reports.retention import defaults_by_answers, diagnosis_overall
 from .results import load_results
 from .specs import FULL, evicting, parse_spec, split_protocol, with_protocol
+from .tables import KEPT_APART, STREAMED, markdown_table, percent_text, sign_cell
 
 PAPER = ("counter_causal:paper=True", "counter_causal_fast:paper=True")  # the paper's own form, one option away
 MAIN = (
@@ -245,8 +238,8 @@ def cost_table(models: list[ModelResults]) -> str:
         frame = pd.DataFrame(
             {
                 "policy": rows.index.map(_short),
-                "refresh / forward, n=1024": rows.refresh_ratio_n1024.map(_ratio),
-                "refresh / forward, n=8192": rows.refresh_ratio_n8192.map(_ratio),
+                "refresh / forward, n=1024": rows.refresh_ratio_n1024.map(ratio_text),
+                "refresh / forward, n=8192": rows.refresh_ratio_n8192.map(ratio_text),
                 "end to end vs full cache": rows.time_vs_full.map(lambda v: "-" if pd.isna(v) else f"{v:.2f}x"),
             }
         )
@@ -257,7 +250,7 @@ def cost_table(models: list[ModelResults]) -> str:
     return "\n\n".join(parts)
 
 
-def _ratio(value: float) -> str:
+def ratio_text(value: float) -> str:
     if pd.isna(value):
         return "-"
     return f"{value:.3f}x" if value >= 0.01 else f"{value:.0e}x"

@@ -135,7 +135,7 @@ class Probe:
     module: str
 
 
-_T, _R, _P, _B = "ccviz_bench.tasks.", "ccviz_bench.report:", "ccviz_bench.reproduce:", "ccviz_bench.browse:"
+_T, _P, _B = "ccviz_bench.tasks.", "ccviz_bench.reproduce:", "ccviz_bench.browse:"
 _RETENTION = (_T + "retention:RetentionSettings", _T + "retention:summarise", "survival_n", "cases")
 _PERPLEXITY = (_T + "perplexity:PerplexitySettings", _T + "perplexity:summarise", "segments", "segments")
 _GRID = ("n", "trials", "ccviz_bench.progress:grid_gaps")  # needle and ruler: their settings name every cell
@@ -146,7 +146,7 @@ TASKS: tuple[BenchTask, ...] = (  # in the order ``all`` runs them, the report p
         "Rare-fact retention",
         _T + "retention:run_task",
         (Part("retention", *_RETENTION),),
-        _R + "retention_section",
+        "ccviz_bench.reports.retention:retention_section",
         _P + "registered_labels",
         _B + "retention_figures",
         Charts("retention_summary", "ccviz_bench.plots:retention_charts"),
@@ -157,7 +157,7 @@ TASKS: tuple[BenchTask, ...] = (  # in the order ``all`` runs them, the report p
         "Long-text perplexity",
         _T + "perplexity:run_task",
         (Part("perplexity", *_PERPLEXITY),),
-        _R + "perplexity_section",
+        "ccviz_bench.reports.perplexity:perplexity_section",
         _P + "registered_labels",
         _B + "perplexity_figures",
         Charts("perplexity_summary", "ccviz_bench.plots:perplexity_charts"),
@@ -167,7 +167,7 @@ TASKS: tuple[BenchTask, ...] = (  # in the order ``all`` runs them, the report p
         "Decode-heavy generation",
         _T + "decode:run_task",
         (Part("decode", _T + "decode:DecodeSettings", _T + "decode:summarise", "prompts", "prompts"),),
-        _R + "decode_section",
+        "ccviz_bench.reports.decode:decode_section",
         _P + "registered_labels",
         _B + "decode_figures",
     ),
@@ -184,7 +184,7 @@ TASKS: tuple[BenchTask, ...] = (  # in the order ``all`` runs them, the report p
                 rows=("efficiency_refresh", "efficiency_e2e"),
             ),
         ),
-        _R + "efficiency_section",
+        "ccviz_bench.reports.efficiency:efficiency_section",
         _P + "efficiency_labels",
         _B + "efficiency_figures",
         Charts("efficiency_refresh", "ccviz_bench.plots:refresh_charts"),
@@ -194,7 +194,7 @@ TASKS: tuple[BenchTask, ...] = (  # in the order ``all`` runs them, the report p
         "Score-variant ablation",
         _T + "ablation:run_task",
         (Part("ablation_retention", *_RETENTION), Part("ablation_perplexity", *_PERPLEXITY)),
-        _R + "ablation_section",
+        "ccviz_bench.reports.ablation:ablation_section",
         _P + "ablation_labels",
         takes_set=False,
         spreads=True,
@@ -205,7 +205,7 @@ TASKS: tuple[BenchTask, ...] = (  # in the order ``all`` runs them, the report p
         "Budget allocation over layers and heads",
         _T + "allocation:run_task",
         (Part("allocation_retention", *_RETENTION), Part("allocation_perplexity", *_PERPLEXITY)),
-        _R + "allocation_section",
+        "ccviz_bench.reports.allocation:allocation_section",
         _P + "allocation_labels",
         takes_set=False,
         spreads=True,
@@ -216,7 +216,7 @@ TASKS: tuple[BenchTask, ...] = (  # in the order ``all`` runs them, the report p
         "Needle in a haystack",
         _T + "needle:run_needle_task",
         (Part("needle", _T + "needle:NeedleSettings", _T + "needle:summarise_map", *_GRID),),
-        _R + "needle_section",
+        "ccviz_bench.reports.needle:needle_section",
         _P + "needle_labels",
         spreads=True,
         dispatched=True,
@@ -227,7 +227,7 @@ TASKS: tuple[BenchTask, ...] = (  # in the order ``all`` runs them, the report p
         "RULER-style tasks",
         _T + "needle:run_ruler_task",
         (Part("ruler", _T + "needle:RulerSettings", _T + "needle:summarise_ruler", *_GRID),),
-        _R + "ruler_section",
+        "ccviz_bench.reports.needle:ruler_section",
         _P + "ruler_labels",
         _B + "ruler_figures",
         spreads=True,

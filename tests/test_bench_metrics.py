@@ -99,13 +99,13 @@ def test_charts_are_valid_svg_with_one_line_per_policy(tmp_path):
 
 
 def test_report_keeps_significant_digits_of_sub_millisecond_refreshes():
-    from ccviz_bench.report import _ratio
+    from ccviz_bench.tables import ratio_text
 
-    assert [_ratio(v) for v in (0.948, 0.0132, 2.34e-5, float("nan"))] == ["0.948x", "0.013x", "2.3e-05x", "-"]
+    assert [ratio_text(v) for v in (0.948, 0.0132, 2.34e-5, float("nan"))] == ["0.948x", "0.013x", "2.3e-05x", "-"]
 
 
 def test_ablation_table_shows_survival_and_kept_share_and_omits_unmeasured_accuracy():
-    from ccviz_bench.report import ablation_table
+    from ccviz_bench.reports.ablation import ablation_table
 
     nan = float("nan")
     retention = pd.DataFrame(
@@ -174,7 +174,7 @@ def test_variants_are_paired_with_their_own_default_on_the_same_cases_per_budget
 
 
 def test_the_retention_report_pairs_variants_measured_next_to_their_default():
-    from ccviz_bench.report import retention_pairing
+    from ccviz_bench.reports.retention import retention_pairing
 
     rows = pd.DataFrame(
         {
@@ -196,7 +196,7 @@ def test_the_retention_report_pairs_variants_measured_next_to_their_default():
 
 
 def test_the_retention_report_marks_the_cells_of_an_unfinished_run_with_their_count():
-    from ccviz_bench.report import retention_tables
+    from ccviz_bench.reports.retention import retention_tables
     from ccviz_bench.tasks.retention import summarise
 
     def cells(policy: str, budget: float, answered: list[int]) -> pd.DataFrame:
@@ -218,7 +218,7 @@ def test_the_retention_report_marks_the_cells_of_an_unfinished_run_with_their_co
 
 def test_a_variant_replaces_its_default_only_by_answering_more_pooled_and_fewer_at_no_budget():
     from ccviz_bench.pairing import default_decision
-    from ccviz_bench.report import retention_pairing
+    from ccviz_bench.reports.retention import retention_pairing
 
     def cells(policy: str, budget: float, answered: list[int]) -> pd.DataFrame:
         return pd.DataFrame({"case": range(len(answered)), "budget": budget, "policy": policy, "answered": answered})
@@ -253,7 +253,7 @@ def test_a_variant_replaces_its_default_only_by_answering_more_pooled_and_fewer_
 
 
 def test_ruler_variants_are_paired_by_the_share_of_required_tokens_kept_per_task_and_budget():
-    from ccviz_bench.report import ruler_pairing
+    from ccviz_bench.reports.needle import ruler_pairing
 
     word, fast = "counter_causal_fast:granularity=word,pool=max", "counter_causal_fast"
     rows = pd.DataFrame(
@@ -272,7 +272,7 @@ def test_ruler_variants_are_paired_by_the_share_of_required_tokens_kept_per_task
 
 
 def test_retention_breakdown_splits_survival_by_fact_type_and_position_at_the_middle_budget():
-    from ccviz_bench.report import retention_breakdown
+    from ccviz_bench.reports.retention import retention_breakdown
 
     rows = pd.DataFrame(
         {

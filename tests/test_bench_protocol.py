@@ -19,9 +19,11 @@ from ccviz.cases.spans import prepare
 from ccviz.prompts import encode_prompt
 from ccviz_bench.pairing import default_labels, paired_protocols, paired_with
 from ccviz_bench.plots import colours
-from ccviz_bench.report import ablation_table, protocol_pairing, retention_tables
+from ccviz_bench.reports.ablation import ablation_table
+from ccviz_bench.reports.retention import retention_tables
 from ccviz_bench.results import ResultTable, load_results
 from ccviz_bench.specs import PolicySpec, in_policy_order, parse_spec, split_protocol, titled, with_protocol
+from ccviz_bench.tables import protocol_pairing
 from ccviz_bench.tasks.retention import RetentionCell, measure_cell, summarise
 from ccviz_bench.tasks.survival import run_case
 

@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 
 from ccviz import CcvizError
-from ccviz_bench.report import provenance_line
 from ccviz_bench.results import ResultTable, load_results
 from ccviz_bench.specs import PolicySpec, parse_spec
+from ccviz_bench.tables import provenance_line
 
 
 def test_policy_specs_parse_and_fail_in_one_line():

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import pandas as pd  # noqa: E402
 
 from ccviz_bench.pairing import sign_test  # noqa: E402
-from ccviz_bench.report import _allocation_cell  # noqa: E402
+from ccviz_bench.reports.allocation import _allocation_cell  # noqa: E402
 from ccviz_bench.results import read_frame  # noqa: E402
 
 

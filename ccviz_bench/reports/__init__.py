@@ -1,0 +1,1 @@
+"""Each task's tables, one module per task the report serves."""
