@@ -214,9 +214,8 @@ def _question_costs(paired: pd.DataFrame) -> list[str]:
         p = sign_test(wins, losses)
         cost = wins - losses
         verdict = "significantly" if p < ALPHA else "not significantly"
-        what = (
-            f"cost it {cost} answers" if cost > 0 else f"gained it {-cost} answers" if cost < 0 else "changed no count"
-        )
+        answers = f"{abs(cost)} answer{'s' * (abs(cost) != 1)}"
+        what = f"cost it {answers}" if cost > 0 else f"gained it {answers}" if cost < 0 else "changed no count"
         budgets = ", ".join(cells.budget.map(budget_text))
         sentences.append(
             f"- {_short(policy)}: evicting the question {what} at {budgets} "

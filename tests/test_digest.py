@@ -72,12 +72,13 @@ def test_the_claim_holds_where_ours_answers_more_and_is_reversed_where_the_paper
 
 
 def test_the_protocol_table_pairs_each_spec_with_its_evictable_twin_on_complete_cells_only():
-    kept = SPREAD | {"h2o": list(range(8))}
+    kept = SPREAD | {"h2o": list(range(8)), "tova": [0, 1, 2]}
     text = protocol_table([_model(_rows(kept | _evictable(SPREAD)))])
     assert "| H2O heavy hitters | J=25% | 20 | 40% | 5% | +7 / -0 (p 0.016) |" in text
     assert text.startswith("Tiny: with the question kept apart, significantly more answers (p < 0.05) for H2O")
     assert (
         "- H2O heavy hitters: evicting the question cost it 7 answers at J=25% (+7 / -0 with it kept, p 0.016; " in text
     )
+    assert "- TOVA: evicting the question cost it 1 answer at J=25% (+1 / -0 with it kept, p 1; not" in text
     assert "- KVzip: evicting the question changed no count at J=25% (+0 / -0 with it kept, p 1; not" in text
     assert protocol_table([_model(_rows(_evictable(SPREAD)))]) == ""
