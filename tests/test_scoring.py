@@ -253,3 +253,10 @@ def test_half_precision_model_scores_in_float32(tiny):
         ranks = lambda v: v.argsort().argsort().float()  # noqa: E731
         correlation = torch.corrcoef(torch.stack([ranks(exact), ranks(approx)]))[0, 1]
         assert correlation > 0.9
+
+
+def test_ccviz_scoring_is_the_public_name_of_the_same_functions():
+    from ccviz import scoring
+    from ccviz.policies.counter_causal import surprise
+
+    assert scoring.__all__ and all(getattr(scoring, name) is getattr(surprise, name) for name in scoring.__all__)
