@@ -256,13 +256,16 @@ def ratio_text(value: float) -> str:
 
 
 def predictors_table(models: list[ModelResults]) -> str:
-    """What predicts an answer once the fact is kept: the diagnosis's measures, best first, per model."""
+    """What predicts an answer once the fact is kept: the diagnosis's measures, best first, per model (a measure
+    that never varies under the model's protocol, such as the question's eviction with the question kept apart,
+    is left out)."""
     parts = []
     for model in models:
         measures = diagnosis_overall(model.under_protocol())
-        if measures.empty:
+        varies = ~((measures.mean_answered == 0) & (measures.mean_unanswered == 0)) & measures.auc.notna()
+        if not varies.any():
             continue
-        top = measures.sort_values("auc", ascending=False)
+        top = measures[varies].sort_values("auc", ascending=False)
         best = top.iloc[0]
         frame = pd.DataFrame(
             {
