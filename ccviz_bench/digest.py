@@ -68,8 +68,9 @@ class ModelResults:
 
     def under_protocol(self) -> pd.DataFrame:
         """The retention rows of every spec measured under this model's protocol, and the full cache's."""
-        rows = self.retention
-        return rows[rows.policy.map(lambda label: label == FULL or split_protocol(label)[1] == self.protect)]
+        rows, protect = self.retention, self.protect
+        labels = [label for label in rows.policy.unique() if label == FULL or split_protocol(label)[1] == protect]
+        return rows[rows.policy.isin(labels)]
 
     def label(self, spec: str) -> str:
         """The result label of ``spec`` under this model's protocol."""
