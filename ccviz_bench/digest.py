@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +54,7 @@ class ModelResults:
     def retention(self) -> pd.DataFrame:
         return self.results.get("retention", pd.DataFrame(columns=["policy", "budget", "case", "answered"]))
 
-    @property
+    @cached_property
     def protect(self) -> bool:
         """Whether the question-kept-apart rows cover every main policy at every budget the evictable ones do:
         then this model's results are read under the field's protocol, else under the paper's."""
