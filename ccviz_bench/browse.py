@@ -1,6 +1,6 @@
 """What the Benchmarks page shows, as plain data (no Streamlit, so it is tested directly).
 
-Each section is one task of the registry (:data:`.registry.TASKS`): its rows as the harness wrote
+Each section is one task of the registry (:func:`.registry.tasks`): its rows as the harness wrote
 them, summarised by the harness's own functions (so a run still in progress shows what it has
 measured so far), its provenance, how far it has got, its figures and tables, and the one command
 that reproduces it (:mod:`.reproduce`).
@@ -13,23 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import plotly.graph_objects as go
 
-from .figures import (
-    divergence_figure,
-    perplexity_figure,
-    rate_figure,
-    refresh_cost_figure,
-    refresh_seconds_figure,
-)
-from .metrics import summarise_rates
-from .needle_figures import ruler_figure
 from .progress import TaskFiles, read_task
-from .registry import TASKS, BenchTask, Frames, find_task, load
+from .registry import BenchTask, Frames, all_tasks, find_task
 from .reproduce import plain_command, reproduce_command
 from .results import load_results
-from .specs import evicting
 from .tables import provenance_line
 
 UNREADABLE = (ValueError, KeyError, TypeError, IndexError, OSError)  # a file being written, or from another version
@@ -62,47 +51,14 @@ class Section(TaskFiles):
         return find_task(self.task)
 
 
-# ----- each task's page figures, from its frames (:class:`.registry.Frames`) ---------------------------------
-def no_figures(frames: Frames) -> list[go.Figure]:
-    return []
-
-
-def retention_figures(frames: Frames) -> list[go.Figure]:
-    summary = frames.summaries["retention"]
-    measures = ["accuracy"] * bool(evicting(summary)["accuracy"].notna().any()) + ["survival"]  # answers lead
-    return [rate_figure(summary, measure) for measure in measures]
-
-
-def perplexity_figures(frames: Frames) -> list[go.Figure]:
-    return [perplexity_figure(frames.summaries["perplexity"])]
-
-
-def decode_figures(frames: Frames) -> list[go.Figure]:
-    return [divergence_figure(frames.summaries["decode"])]
-
-
-def ruler_figures(frames: Frames) -> list[go.Figure]:
-    pooled = summarise_rates(frames.rows["ruler"], ["task", "policy", "budget"])
-    return [ruler_figure(pooled, measure) for measure in ("survival", "kept_share", "accuracy")]
-
-
-def efficiency_figures(frames: Frames) -> list[go.Figure]:
-    refresh = frames.rows.get("efficiency_refresh", pd.DataFrame())
-    if refresh.empty:
-        return []
-    summary = frames.summaries.get("efficiency", pd.DataFrame())
-    exponents = dict(zip(summary["policy"], summary["refresh_exponent"])) if "refresh_exponent" in summary else {}
-    return [refresh_cost_figure(refresh), refresh_seconds_figure(refresh, exponents)]
-
-
 def _present(section: Section) -> None:
     """Provenance lines, then (once an evicting policy has a result) the figures and tables."""
     named = len(section.meta) > 1  # the efficiency, ablation and allocation tasks write two files each
     section.provenance = [f"{name}: " * named + provenance_line(meta) for name, meta in section.meta.items()]
     if section.measured:
         frames = Frames(section.summaries, section.rows)
-        section.figures = load(section.entry.figures)(frames)
-        section.tables = [load(section.entry.tables)(frames)]
+        section.figures = section.entry.figures(frames)
+        section.tables = [section.entry.tables(frames)]
 
 
 def load_sections(directory: Path) -> list[Section]:
@@ -114,7 +70,7 @@ def load_sections(directory: Path) -> list[Section]:
     else:
         failure = ""
     sections = []
-    for entry in TASKS:
+    for entry in all_tasks():
         section = Section(entry.name, entry.title, error=failure)
         if not failure:
             try:

@@ -22,13 +22,16 @@ from typing import Any
 from ccviz.choices import DEVICES, DTYPES
 from ccviz.errors import CcvizError
 from ccviz.fields import check_whole, parse_value
+from ccviz.references import import_ref
 
 from . import registry
 
-TASKS = tuple(entry.name for entry in registry.TASKS)  # in the order ``all`` runs them
+TASKS = registry.NAMES  # in the order ``all`` runs them
 PROBES = tuple(probe.name for probe in registry.PROBES)  # engine probes: a text report each, never part of ``all``
 # Tasks whose cells --workers and --ray spread, those that need no model here first.
-WORKER_TASKS = tuple(e.name for e in sorted((e for e in registry.TASKS if e.spreads), key=lambda e: not e.dispatched))
+WORKER_TASKS = tuple(
+    e.name for e in sorted((e for e in registry.LISTINGS if e.spreads), key=lambda e: not e.dispatched)
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -132,8 +135,11 @@ def main(args: argparse.Namespace) -> None:
     if args.task == "report":
         _publish(out)
         return
-    if args.set and (args.task == "all" or not registry.BY_NAME[args.task].settings):
-        tunable = [entry.name for entry in registry.TASKS if entry.takes_set]
+    entries = (
+        registry.all_tasks() if args.task == "all" else () if args.task in PROBES else (registry.find_task(args.task),)
+    )
+    if args.set and (args.task == "all" or (args.task not in PROBES and not entries[0].settings)):
+        tunable = [entry.name for entry in registry.all_tasks() if entry.takes_set]
         raise CcvizError(f"--set works with one task ({_either(tunable)}) or one probe")
     if args.task in PROBES and (args.policy or args.fresh):
         raise CcvizError(f"--policy and --fresh are for the quality tasks; the {args.task} probe takes --set")
@@ -146,8 +152,9 @@ def main(args: argparse.Namespace) -> None:
         )
     workers = Workers(count=args.workers if args.ray or args.workers else 1, threads=args.threads, ray=args.ray)
     specs: list[PolicySpec] = [parse_spec(s) for s in args.policy]  # fail fast, before loading the model
-    entries = registry.TASKS if args.task == "all" else (registry.BY_NAME[args.task],)
-    classes = {e.name: registry.load(e.settings) for e in entries if e.settings}
+    classes = {e.name: e.settings for e in entries if e.settings}
+    if args.task in PROBES:
+        classes[args.task] = import_ref(registry.find_probe(args.task).settings)
     settings = {name: _override(kind.quick() if args.quick else kind(), args.set) for name, kind in classes.items()}
 
     import torch
@@ -157,16 +164,17 @@ def main(args: argparse.Namespace) -> None:
     torch.set_num_threads(args.threads)
     model_args = {"name_or_path": args.model, "device": args.device, "dtype": args.dtype}
     if args.task in PROBES:
-        probe = entries[0]
-        _probe(args.task, importlib.import_module(probe.module), settings[args.task], model_args, Path(out))
+        probe = importlib.import_module(registry.find_probe(args.task).module)
+        _probe(args.task, probe, settings[args.task], model_args, Path(out))
         return
-    in_process = any(not entry.dispatched for entry in entries) or workers.local
+    dispatched = {listing.name for listing in registry.LISTINGS if listing.dispatched}
+    in_process = any(entry.name not in dispatched for entry in entries) or workers.local
     lm = load_model(**model_args) if in_process else None  # workers load their own
     for entry in entries:
         run = registry.TaskRun(
             lm, specs, settings.get(entry.name), out, args.quick, workers, model_args, args.fresh, _log
         )
-        registry.load(entry.run)(run)
+        entry.run(run)
         _log(f"{entry.name}: results in {out}")
     _publish(out)
 

@@ -16,7 +16,7 @@ import pandas as pd
 
 from ccviz.engine.budget import budget_text
 
-from .registry import TASKS, load
+from .registry import all_tasks
 from .specs import FULL, evicting, split_protocol
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
@@ -221,7 +221,7 @@ def colours(sources: list[list[str]]) -> dict[str, str]:
 def write_plots(results: dict, directory: Path) -> list[Path]:
     """Write every chart the available summaries allow (each task's :attr:`.registry.BenchTask.charts`);
     return the files written. A policy keeps one colour across every chart (:func:`colours`)."""
-    sources = [entry.charts for entry in TASKS if entry.charts is not None]
+    sources = [entry.charts for entry in all_tasks() if entry.charts is not None]
     frames = {c.source: results.get(c.source) for c in sources}
     frames = {name: frame for name, frame in frames.items() if frame is not None and not frame.empty}
     labels = [list(dict.fromkeys(label for label in frame["policy"] if label != FULL)) for frame in frames.values()]
@@ -230,7 +230,7 @@ def write_plots(results: dict, directory: Path) -> list[Path]:
     for charts in sources:
         if charts.source not in frames:
             continue
-        for name, svg in load(charts.draw)(frames[charts.source], style).items():
+        for name, svg in charts.draw(frames[charts.source], style).items():
             path = Path(directory) / name
             path.write_text(svg + "\n", encoding="utf-8")
             written.append(path)

@@ -9,15 +9,13 @@ harness's own summary of the rows there are, and the gaps a rerun would fill.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
-from .registry import TASKS, BenchTask, Part, load
-from .specs import FULL, evicting
-from .tasks.efficiency import timed_sizes
+from .registry import BenchTask, Part, all_tasks
+from .specs import evicting
 
 
 @dataclass(kw_only=True)
@@ -48,7 +46,7 @@ def read_task(entry: BenchTask, results: dict[str, Any]) -> TaskFiles:
         found.summaries[part.name] = summary
         written = next((found.meta[n] for n in part.files if n in found.meta), None)
         if written is not None:
-            gaps: Gaps = load(part.gaps)
+            gaps = part.gaps or cell_gaps
             found.incomplete += gaps(entry, part, rows, summary, written.get("settings", {}))
         elif found.meta:  # a two-file task's other file: the first one exists
             found.incomplete.append(f"{part.name}: not started yet")
@@ -58,7 +56,7 @@ def read_task(entry: BenchTask, results: dict[str, Any]) -> TaskFiles:
 def read_tasks(results: dict[str, Any]) -> dict[str, TaskFiles]:
     """:func:`read_task` of every registered task, by task name in the registry's order: read once, and
     handed to both the report and its charts (summarising a large folder's rows takes a second or two)."""
-    return {entry.name: read_task(entry, results) for entry in TASKS}
+    return {entry.name: read_task(entry, results) for entry in all_tasks()}
 
 
 def current_results(results: dict[str, Any], tasks: dict[str, TaskFiles] | None = None) -> dict[str, Any]:
@@ -74,12 +72,11 @@ def current_results(results: dict[str, Any], tasks: dict[str, TaskFiles] | None 
 
 def _summary(results: dict[str, Any], part: Part, rows: list[pd.DataFrame]) -> pd.DataFrame:
     if any(not frame.empty for frame in rows):
-        return load(part.summarise)(*rows)
+        return part.summarise(*rows)
     return results.get(f"{part.name}_summary", pd.DataFrame())
 
 
 # ----- what a partial run still lacks: each part's :attr:`.registry.Part.gaps` -------------------------------
-Gaps = Callable[[BenchTask, Part, list[pd.DataFrame], pd.DataFrame, dict[str, Any]], list[str]]
 
 
 def _count_range(counts: pd.Series) -> str:
@@ -119,7 +116,7 @@ def grid_gaps(
     task: BenchTask, part: Part, rows: list[pd.DataFrame], summary: pd.DataFrame, settings: dict[str, Any]
 ) -> list[str]:
     """What a needle or RULER run still lacks: the cells its settings ask for, per policy, that have no row."""
-    grid, (frame,) = load(part.settings), rows
+    grid, (frame,) = part.settings, rows
     fields = {k: tuple(v) if isinstance(v, list) else v for k, v in settings.items() if k in grid.__dataclass_fields__}
     expected = grid(**fields).cells_per_policy
     done = evicting(frame).groupby("policy", sort=False).size()
@@ -131,27 +128,3 @@ def grid_gaps(
         f"{task.name}: {_count_range(done)} of {expected} cells per policy so far "
         f"(contexts up to {int(frame['length'].max())} tokens)"
     ]
-
-
-def efficiency_gaps(
-    task: BenchTask, part: Part, rows: list[pd.DataFrame], summary: pd.DataFrame, settings: dict[str, Any]
-) -> list[str]:
-    """What an efficiency run still lacks: sizes a policy's refresh is not yet timed at, end-to-end runs."""
-    refresh, e2e = rows
-    gaps = []
-    if refresh.empty:
-        gaps.append("refresh cost: nothing measured yet")
-    else:
-        done = refresh.groupby("policy")["n"].nunique()
-        expected = {policy: len(timed_sizes(policy, settings)) for policy in done.index}
-        short = [policy for policy, count in done.items() if count < expected[policy]]
-        if short:
-            which = ", ".join(short) if len(short) < len(done) else "every policy"
-            gaps.append(f"refresh cost: {which} not yet at every size it is timed at")
-    wanted = set(refresh.get("policy", [])) | {FULL}
-    missing = sorted(wanted - set(e2e.get("policy", [])))
-    if e2e.empty:
-        gaps.append("end to end: nothing measured yet")
-    elif missing:
-        gaps.append(f"end to end: {', '.join(missing)} not measured yet")
-    return gaps

@@ -1,19 +1,19 @@
 """Every benchmark task and probe of ``python -m ccviz bench``, each described once.
 
-A task is one :class:`BenchTask`: its name (the CLI word), its title (the report's section and the
-page's tab), its settings class, its runner, its result files with their summaries, its tables, its
-page figures and its SVG charts. The CLI, ``bench report``, the charts and the Benchmarks page loop
-over :data:`TASKS`; adding a task is one module under ``tasks/`` and one entry here.
+A task is one :class:`BenchTask`, defined by its own module under ``tasks/`` with real functions: its
+runner, its result files with their summaries, its tables, its page figures and its SVG charts. The
+CLI, ``bench report``, the charts and the Benchmarks page loop over :func:`tasks`.
 
-The parts are named ``"module:attribute"`` (as entry points are) and imported on first use: building
-the CLI parser, which every ``ccviz`` command does, needs only the names, not pandas, plotly or the
-task modules.
+:data:`LISTINGS` names each task's module lazily: building the CLI parser, which every ``ccviz``
+command does, needs only the names (task modules import torch and pandas). Adding a task is one
+module under ``tasks/`` and one listing here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,18 +21,12 @@ from ccviz.references import import_ref
 
 if TYPE_CHECKING:
     import pandas as pd
+    import plotly.graph_objects as go
 
     from ccviz.models import LoadedModel
 
     from .dispatch import Workers
     from .specs import PolicySpec
-
-Ref = str  # "module:attribute", imported by :func:`load`
-
-
-def load(ref: Ref) -> Any:
-    """The object a :data:`Ref` names."""
-    return import_ref(ref)
 
 
 @dataclass(frozen=True)
@@ -73,16 +67,21 @@ class Frames:
     rows: dict[str, pd.DataFrame] = field(default_factory=dict)
 
 
+# (the task, the part, the rows of each of its files, its summary, the recorded settings) -> what a rerun would
+# still measure (:mod:`.progress`)
+Gaps = Callable[["BenchTask", "Part", list["pd.DataFrame"], "pd.DataFrame", dict[str, Any]], list[str]]
+
+
 @dataclass(frozen=True)
 class Part:
     """One summary of a task: ``<name>_summary.csv``, summarised from the rows of ``rows`` (default: ``<name>.csv``)."""
 
     name: str
-    settings: Ref  # the settings class that wrote its files
-    summarise: Ref  # (rows of each file in ``rows``) -> summary
+    settings: type  # the settings class that wrote its files
+    summarise: Callable[..., pd.DataFrame]  # (rows of each file in ``rows``) -> summary
     count: str = ""  # summary column: how many repeats a cell has
     setting: str = ""  # settings key: how many it should have
-    gaps: Ref = "ccviz_bench.progress:cell_gaps"  # what a partial run still lacks (:mod:`.progress`)
+    gaps: Gaps | None = None  # None: :func:`.progress.cell_gaps`
     rows: tuple[str, ...] = ()
 
     @property
@@ -95,7 +94,11 @@ class Charts:
     """A task's SVG charts for ``bench report``: drawn from the ``source`` frame by ``draw`` (:mod:`.plots`)."""
 
     source: str  # a result name as :func:`.results.load_results` keys it
-    draw: Ref  # (frame, colours) -> {file name: svg text}
+    draw: Callable[[pd.DataFrame, dict[str, Any]], dict[str, str]]  # (frame, style) -> {file name: svg text}
+
+
+def no_figures(frames: Frames) -> list[go.Figure]:
+    return []
 
 
 @dataclass(frozen=True)
@@ -104,19 +107,18 @@ class BenchTask:
 
     name: str
     title: str
-    run: Ref  # (TaskRun) -> None
+    run: Callable[[TaskRun], None]
     parts: tuple[Part, ...]
-    tables: Ref  # (Frames) -> markdown, as ``bench report`` prints it (:mod:`.report`)
-    default_labels: Ref  # (measured labels, quick) -> the labels a run without --policy measures (:mod:`.reproduce`)
-    figures: Ref = "ccviz_bench.browse:no_figures"  # (Frames) -> the page's plotly figures (:mod:`.browse`)
+    tables: Callable[[Frames], str]  # markdown, as ``bench report`` prints it
+    # (measured labels, quick) -> the labels a run without --policy measures
+    default_labels: Callable[[set[str], bool], set[str]]
+    figures: Callable[[Frames], list[go.Figure]] = no_figures  # the page's plotly figures
     charts: Charts | None = None
     takes_set: bool = True  # --set changes its settings (ablation and allocation pick their own)
-    spreads: bool = False  # --workers and --ray spread its cells
-    dispatched: bool = False  # its cells need no model in this process when workers measure them
     quick_subset: bool = False  # --quick measures only part of its default policies
 
     @property
-    def settings(self) -> Ref | None:
+    def settings(self) -> type | None:
         """The settings class ``--quick`` and ``--set`` make an instance of (None: the task picks its own)."""
         return self.parts[0].settings if self.takes_set else None
 
@@ -127,112 +129,42 @@ class BenchTask:
 
 
 @dataclass(frozen=True)
-class Probe:
-    """One engine probe: ``module`` has ``title(settings)`` and ``run(model_args, settings, emit)``."""
+class Listing:
+    """A task as the CLI parser knows it without importing it: its name, where its :class:`BenchTask` is
+    (``"module:attribute"``) and how ``--workers`` treats it."""
 
     name: str
-    settings: Ref
+    ref: str
+    spreads: bool = False  # --workers and --ray spread its cells
+    dispatched: bool = False  # its cells need no model in this process when workers measure them
+
+    @property
+    def task(self) -> BenchTask:
+        found = import_ref(self.ref)
+        assert isinstance(found, BenchTask) and found.name == self.name, self.ref
+        return found
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One engine probe: ``module`` has ``title(settings)`` and ``run(model_args, settings, emit)``; ``settings``
+    names its settings class (``"module:Class"``)."""
+
+    name: str
+    settings: str
     module: str
 
 
-_T, _P, _B = "ccviz_bench.tasks.", "ccviz_bench.reproduce:", "ccviz_bench.browse:"
-_RETENTION = (_T + "retention:RetentionSettings", _T + "retention:summarise", "survival_n", "cases")
-_PERPLEXITY = (_T + "perplexity:PerplexitySettings", _T + "perplexity:summarise", "segments", "segments")
-_GRID = ("n", "trials", "ccviz_bench.progress:grid_gaps")  # needle and ruler: their settings name every cell
-
-TASKS: tuple[BenchTask, ...] = (  # in the order ``all`` runs them, the report prints them and the page shows them
-    BenchTask(
-        "retention",
-        "Rare-fact retention",
-        _T + "retention:run_task",
-        (Part("retention", *_RETENTION),),
-        "ccviz_bench.reports.retention:retention_section",
-        _P + "registered_labels",
-        _B + "retention_figures",
-        Charts("retention_summary", "ccviz_bench.plots:retention_charts"),
-        spreads=True,
-    ),
-    BenchTask(
-        "perplexity",
-        "Long-text perplexity",
-        _T + "perplexity:run_task",
-        (Part("perplexity", *_PERPLEXITY),),
-        "ccviz_bench.reports.perplexity:perplexity_section",
-        _P + "registered_labels",
-        _B + "perplexity_figures",
-        Charts("perplexity_summary", "ccviz_bench.plots:perplexity_charts"),
-    ),
-    BenchTask(
-        "decode",
-        "Decode-heavy generation",
-        _T + "decode:run_task",
-        (Part("decode", _T + "decode:DecodeSettings", _T + "decode:summarise", "prompts", "prompts"),),
-        "ccviz_bench.reports.decode:decode_section",
-        _P + "registered_labels",
-        _B + "decode_figures",
-    ),
-    BenchTask(
-        "efficiency",
-        "Efficiency",
-        _T + "efficiency:run_task",
-        (
-            Part(
-                "efficiency",
-                _T + "efficiency:EfficiencySettings",
-                _T + "efficiency:summarise",
-                gaps="ccviz_bench.progress:efficiency_gaps",
-                rows=("efficiency_refresh", "efficiency_e2e"),
-            ),
-        ),
-        "ccviz_bench.reports.efficiency:efficiency_section",
-        _P + "efficiency_labels",
-        _B + "efficiency_figures",
-        Charts("efficiency_refresh", "ccviz_bench.plots:refresh_charts"),
-    ),
-    BenchTask(
-        "ablation",
-        "Score-variant ablation",
-        _T + "ablation:run_task",
-        (Part("ablation_retention", *_RETENTION), Part("ablation_perplexity", *_PERPLEXITY)),
-        "ccviz_bench.reports.ablation:ablation_section",
-        _P + "ablation_labels",
-        takes_set=False,
-        spreads=True,
-        quick_subset=True,
-    ),
-    BenchTask(
-        "allocation",
-        "Budget allocation over layers and heads",
-        _T + "allocation:run_task",
-        (Part("allocation_retention", *_RETENTION), Part("allocation_perplexity", *_PERPLEXITY)),
-        "ccviz_bench.reports.allocation:allocation_section",
-        _P + "allocation_labels",
-        takes_set=False,
-        spreads=True,
-        quick_subset=True,
-    ),
-    BenchTask(
-        "needle",
-        "Needle in a haystack",
-        _T + "needle:run_needle_task",
-        (Part("needle", _T + "needle:NeedleSettings", _T + "needle:summarise_map", *_GRID),),
-        "ccviz_bench.reports.needle:needle_section",
-        _P + "needle_labels",
-        spreads=True,
-        dispatched=True,
-        charts=Charts("needle_summary", "ccviz_bench.plots:needle_charts"),
-    ),
-    BenchTask(
-        "ruler",
-        "RULER-style tasks",
-        _T + "needle:run_ruler_task",
-        (Part("ruler", _T + "needle:RulerSettings", _T + "needle:summarise_ruler", *_GRID),),
-        "ccviz_bench.reports.needle:ruler_section",
-        _P + "ruler_labels",
-        _B + "ruler_figures",
-        spreads=True,
-        dispatched=True,
-    ),
+_TASKS = "ccviz_bench.tasks."
+LISTINGS: tuple[Listing, ...] = (  # in the order ``all`` runs them, the report prints them and the page shows them
+    Listing("retention", _TASKS + "retention:TASK", spreads=True),
+    Listing("perplexity", _TASKS + "perplexity:TASK"),
+    Listing("decode", _TASKS + "decode:TASK"),
+    Listing("efficiency", _TASKS + "efficiency:TASK"),
+    Listing("ablation", _TASKS + "ablation:TASK", spreads=True),
+    Listing("allocation", _TASKS + "allocation:TASK", spreads=True),
+    Listing("needle", _TASKS + "needle:NEEDLE", spreads=True, dispatched=True),
+    Listing("ruler", _TASKS + "needle:RULER", spreads=True, dispatched=True),
 )
 
 PROBES: tuple[Probe, ...] = tuple(  # engine probes: a text report each, never part of ``all``
@@ -240,16 +172,25 @@ PROBES: tuple[Probe, ...] = tuple(  # engine probes: a text report each, never p
     for name in ("overhead", "memory", "cost", "attention")
 )
 
-BY_NAME: dict[str, BenchTask | Probe] = {entry.name: entry for entry in (*TASKS, *PROBES)}
+NAMES = tuple(listing.name for listing in LISTINGS)
+
+
+@cache
+def all_tasks() -> tuple[BenchTask, ...]:
+    """Every task, in the order of :data:`LISTINGS` (imports every task module)."""
+    return tuple(listing.task for listing in LISTINGS)
 
 
 def find_task(name: str) -> BenchTask:
-    """The task called ``name``."""
-    found = BY_NAME[name]
-    assert isinstance(found, BenchTask), f"{name} is a probe"
-    return found
+    """The task called ``name`` (imports its module only)."""
+    return next(listing.task for listing in LISTINGS if listing.name == name)
+
+
+def find_probe(name: str) -> Probe:
+    """The probe called ``name``."""
+    return next(probe for probe in PROBES if probe.name == name)
 
 
 def part_of(file: str) -> Part | None:
     """The part whose rows are the result file ``file`` (a stem), or None for a file no task writes."""
-    return next((part for entry in TASKS for part in entry.parts if file in part.files), None)
+    return next((part for entry in all_tasks() for part in entry.parts if file in part.files), None)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from .progress import TaskFiles, read_tasks
-from .registry import TASKS, Frames, load
+from .registry import Frames, all_tasks
 from .results import load_results
 from .tables import provenance_line
 
@@ -25,11 +25,11 @@ def report_results(results: dict[str, Any], tasks: dict[str, TaskFiles] | None =
     what it has, and says what a rerun of its command would still measure."""
     meta, sections = results["meta"], []
     found_by_task = read_tasks(results) if tasks is None else tasks
-    for entry in TASKS:
+    for entry in all_tasks():
         found = found_by_task[entry.name]
         if found.measured:
             provenance = provenance_line(meta[next(stem for stem in entry.files if stem in meta)])
             partial = f"Partial run, still to measure: {'; '.join(found.incomplete)}.\n\n" * bool(found.incomplete)
-            body = load(entry.tables)(Frames(found.summaries, found.rows))
+            body = entry.tables(Frames(found.summaries, found.rows))
             sections.append(f"### {entry.title}\n\n{provenance}\n\n{partial}{body}")
     return "\n\n".join(sections) if sections else "no results yet"

@@ -16,10 +16,9 @@ from typing import Any
 
 from ccviz.models import DEFAULT_MODEL
 
-from .registry import BenchTask, find_task, load, part_of
+from .registry import BenchTask, find_task, part_of
 from .results import results_dir
-from .specs import FULL, PolicySpec, registered_specs
-from .tasks import ablation, allocation, efficiency, needle
+from .specs import FULL
 
 
 def _plain(value: Any) -> Any:
@@ -47,39 +46,10 @@ def settings_flags(measured: dict[str, Any], settings_class: type, *, allow_set:
     return min(choices, key=lambda choice: choice[0])[1]
 
 
-# ----- what each task measures without --policy (:attr:`.registry.BenchTask.default_labels`) -----------------
-def _labels(specs: list[PolicySpec]) -> set[str]:
-    return {spec.label for spec in specs} - {FULL}
-
-
-def registered_labels(measured: set[str], quick: bool) -> set[str]:
-    return _labels(registered_specs())
-
-
-def efficiency_labels(measured: set[str], quick: bool) -> set[str]:
-    return _labels(efficiency.default_specs())
-
-
-def ablation_labels(measured: set[str], quick: bool) -> set[str]:
-    return ablation.default_labels(measured)
-
-
-def allocation_labels(measured: set[str], quick: bool) -> set[str]:
-    return _labels(allocation.allocation_specs())
-
-
-def needle_labels(measured: set[str], quick: bool) -> set[str]:
-    return _labels(needle.default_specs("needle", quick))
-
-
-def ruler_labels(measured: set[str], quick: bool) -> set[str]:
-    return _labels(needle.default_specs("ruler", quick))
-
-
 def _policy_flags(entry: BenchTask, measured: set[str], complete: bool, quick: bool) -> list[str]:
     """``--policy`` flags unless the rows hold the task's default policies (or, while partial, a part of them)."""
     measured = measured - {FULL}
-    default = load(entry.default_labels)(measured, quick)
+    default = entry.default_labels(measured, quick)
     complete = complete and not (quick and entry.quick_subset)  # quick measures a part of their default set
     if measured - default or (complete and measured and measured != default):
         return [f"--policy {shlex.quote(label)}" for label in sorted(measured)]
@@ -124,7 +94,7 @@ def reproduce_command(
     if part is None or not first.get("settings"):
         return plain_command(task, False, first, directory)
     entry = find_task(task)
-    flags = settings_flags(first["settings"], load(part.settings), allow_set=entry.takes_set)
+    flags = settings_flags(first["settings"], part.settings, allow_set=entry.takes_set)
     quick = "--quick" in flags
     parts = ["python -m ccviz bench", task, *flags, *_policy_flags(entry, policies, complete, quick)]
     return " ".join(parts + run_flags(first) + out_flag(directory, quick))

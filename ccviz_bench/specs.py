@@ -192,6 +192,17 @@ def registered_specs() -> list[PolicySpec]:
     return specs
 
 
+def labels_of(specs: list[PolicySpec]) -> set[str]:
+    """The evicting policies' labels among ``specs``."""
+    return {spec.label for spec in specs} - {FULL}
+
+
+def registered_labels(measured: set[str], quick: bool) -> set[str]:
+    """What a task measuring :func:`registered_specs` measures without ``--policy`` (a task's
+    :attr:`.registry.BenchTask.default_labels`)."""
+    return labels_of(registered_specs())
+
+
 def in_policy_order(frame: pd.DataFrame) -> pd.DataFrame:
     """Rows sorted by policy as the benchmarks list them (the full cache, then the registry's order with the
     paper's form next to ours, then any other spec as first measured; a spec under the paper's question

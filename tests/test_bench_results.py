@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from ccviz import CcvizError
+from ccviz.references import import_ref
 from ccviz_bench.results import ResultTable, load_results
 from ccviz_bench.specs import PolicySpec, parse_spec
 from ccviz_bench.tables import provenance_line
@@ -176,19 +177,20 @@ def test_every_task_is_described_once_in_the_registry():
     """One entry per task: unique names, titles and result files, and every part it names exists."""
     from ccviz_bench import registry
 
-    names = [entry.name for entry in (*registry.TASKS, *registry.PROBES)]
-    titles = [entry.title for entry in registry.TASKS]
-    files = [stem for entry in registry.TASKS for stem in entry.files]
+    tasks = registry.all_tasks()
+    names = [entry.name for entry in (*tasks, *registry.PROBES)]
+    titles = [entry.title for entry in tasks]
+    files = [stem for entry in tasks for stem in entry.files]
     assert len(set(names)) == len(names) and len(set(titles)) == len(titles) and len(set(files)) == len(files)
-    for entry in registry.TASKS:
-        refs = [entry.run, entry.tables, entry.default_labels, entry.figures]
-        refs += [ref for part in entry.parts for ref in (part.summarise, part.gaps)]
-        refs += [entry.charts.draw] if entry.charts else []
-        assert all(callable(registry.load(ref)) for ref in refs), entry.name
+    assert [entry.name for entry in tasks] == list(registry.NAMES)  # each listing finds the task it names
+    for entry in tasks:
+        functions = [entry.run, entry.tables, entry.default_labels, entry.figures]
+        functions += [part.summarise for part in entry.parts] + ([entry.charts.draw] if entry.charts else [])
+        assert all(callable(function) for function in functions), entry.name
         for part in entry.parts:
-            assert registry.part_of(part.files[0]) is part and hasattr(registry.load(part.settings), "quick")
+            assert registry.part_of(part.files[0]) is part and hasattr(part.settings, "quick")
         assert (entry.settings is None) == (not entry.takes_set)
-    assert all(hasattr(registry.load(probe.settings), "quick") for probe in registry.PROBES)
+    assert all(hasattr(import_ref(probe.settings), "quick") for probe in registry.PROBES)
     assert registry.part_of("not_a_result") is None
 
 

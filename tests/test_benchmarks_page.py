@@ -353,8 +353,8 @@ def test_page_shows_partial_missing_and_unreadable_results_plainly(monkeypatch, 
 
 
 def test_efficiency_gaps_name_the_sizes_and_end_to_end_runs_a_rerun_adds():
-    from ccviz_bench.progress import efficiency_gaps
     from ccviz_bench.registry import find_task
+    from ccviz_bench.tasks.efficiency import efficiency_gaps
 
     task = find_task("efficiency")
     settings = {"sizes": [512, 1024]}
@@ -429,9 +429,9 @@ def test_a_budget_some_policies_lack_is_named_with_those_policies():
     """A folder's recorded budgets are the union of its runs: a policy missing one of them leaves a hole
     the tables show as a dash, so the gaps name it (a budget no policy has yet keeps its own line)."""
     from ccviz_bench.progress import cell_gaps
-    from ccviz_bench.registry import TASKS
+    from ccviz_bench.registry import find_task
 
-    entry = next(task for task in TASKS if task.name == "retention")
+    entry = find_task("retention")
     part = entry.parts[0]
     settings = {"budgets": [0.1, 0.25, 0.5], part.setting: 2}
     grid = [{"policy": p, "budget": b} for p in ("sliding", "tova", "kvzip") for b in (0.25, 0.5)]

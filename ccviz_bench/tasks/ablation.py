@@ -25,7 +25,8 @@ from ccviz.models import LoadedModel
 from ccviz.policies import POLICIES
 
 from ..dispatch import Workers
-from ..registry import TaskRun
+from ..registry import BenchTask, TaskRun
+from ..reports.ablation import ablation_section
 from ..specs import PolicySpec, parse_spec
 from . import perplexity, retention
 
@@ -168,7 +169,7 @@ def quick_beyond_specs(num_layers: int) -> list[PolicySpec]:
     ]
 
 
-def default_labels(measured: set[str]) -> set[str]:
+def default_labels(measured: set[str], quick: bool) -> set[str]:
     """The labels a default ablation run measures, for the model the ``measured`` labels came from:
     the layer split's largest ``from_layer`` is L - 1, so it tells the model's depth (SmolLM2's 30 if none)."""
     splits = [parse_spec(label).build().options().get("from_layer", 0) for label in measured if "from_layer=" in label]
@@ -229,3 +230,15 @@ def run(
 def run_task(task: TaskRun) -> None:
     """``bench ablation``: its own policies and settings unless ``--policy`` names others."""
     task.run_own(run)
+
+
+TASK = BenchTask(
+    "ablation",
+    "Score-variant ablation",
+    run_task,
+    (replace(retention.PART, name="ablation_retention"), replace(perplexity.PART, name="ablation_perplexity")),
+    ablation_section,
+    default_labels,
+    takes_set=False,
+    quick_subset=True,
+)

@@ -24,8 +24,9 @@ from ccviz.trace import Trace
 
 from ..dispatch import Workers
 from ..metrics import cache_before
-from ..registry import TaskRun
-from ..specs import PolicySpec
+from ..registry import BenchTask, TaskRun
+from ..reports.allocation import allocation_section
+from ..specs import PolicySpec, labels_of
 from . import perplexity, retention
 
 ATTENTION_POLICIES = ("snapkv", "tova", "h2o")
@@ -119,3 +120,19 @@ def run(
 def run_task(task: TaskRun) -> None:
     """``bench allocation``: its own policies and settings unless ``--policy`` names others."""
     task.run_own(run)
+
+
+def default_labels(measured: set[str], quick: bool) -> set[str]:
+    return labels_of(allocation_specs())
+
+
+TASK = BenchTask(
+    "allocation",
+    "Budget allocation over layers and heads",
+    run_task,
+    (replace(retention.PART, name="allocation_retention"), replace(perplexity.PART, name="allocation_perplexity")),
+    allocation_section,
+    default_labels,
+    takes_set=False,
+    quick_subset=True,
+)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -18,10 +19,15 @@ from ccviz.engine import generate
 from ccviz.fields import Validated, whole
 from ccviz.models import LoadedModel
 
+from ..figures import divergence_figure
 from ..metrics import first_divergence, repeated_ngram_rate
-from ..registry import TaskRun
+from ..registry import BenchTask, Frames, Part, TaskRun
+from ..reports.decode import decode_section
 from ..results import ResultTable, write_summary
-from ..specs import PolicySpec, registered_specs
+from ..specs import PolicySpec, registered_labels, registered_specs
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 PROMPTS = (
     "Write a long, detailed story about a lighthouse keeper who finds a message in a bottle.",
@@ -134,3 +140,18 @@ def summarise(rows: pd.DataFrame) -> pd.DataFrame:
 def run_task(task: TaskRun) -> None:
     """``bench decode``: every registered policy unless ``--policy`` names others."""
     run(task.lm, task.specs or registered_specs(), task.settings, task.out, fresh=task.fresh, log=task.log)
+
+
+def figures(frames: Frames) -> list[go.Figure]:
+    return [divergence_figure(frames.summaries["decode"])]
+
+
+TASK = BenchTask(
+    "decode",
+    "Decode-heavy generation",
+    run_task,
+    (Part("decode", DecodeSettings, summarise, "prompts", "prompts"),),
+    decode_section,
+    registered_labels,
+    figures,
+)

@@ -25,7 +25,7 @@ import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import torch
@@ -38,11 +38,17 @@ from ccviz.models import LoadedModel, load_model
 from ccviz.policies import Policy
 from ccviz.policies.kvzip import KVzip
 
+from ..figures import refresh_cost_figure, refresh_seconds_figure
+from ..plots import refresh_charts
 from ..processes import fresh_processes
-from ..registry import TaskRun
+from ..registry import BenchTask, Charts, Frames, Part, TaskRun
+from ..reports.efficiency import efficiency_section
 from ..results import ResultTable, write_summary
-from ..specs import PolicySpec, parse_spec, registered_specs
+from ..specs import FULL, PolicySpec, labels_of, parse_spec, registered_specs
 from ..timing import median_seconds
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 REFRESH_COLUMNS = ["policy", "n", "cache_size", "refresh_seconds", "forward_seconds", "ratio", "repeats", "peak_mb"]
 E2E_COLUMNS = [
@@ -399,3 +405,61 @@ def run_task(task: TaskRun) -> None:
         fresh=task.fresh,
         log=task.log,
     )
+
+
+def efficiency_gaps(
+    task: BenchTask, part: Part, rows: list[pd.DataFrame], summary: pd.DataFrame, settings: dict[str, Any]
+) -> list[str]:
+    """What an efficiency run still lacks: sizes a policy's refresh is not yet timed at, end-to-end runs."""
+    refresh, e2e = rows
+    gaps = []
+    if refresh.empty:
+        gaps.append("refresh cost: nothing measured yet")
+    else:
+        done = refresh.groupby("policy")["n"].nunique()
+        expected = {policy: len(timed_sizes(policy, settings)) for policy in done.index}
+        short = [policy for policy, count in done.items() if count < expected[policy]]
+        if short:
+            which = ", ".join(short) if len(short) < len(done) else "every policy"
+            gaps.append(f"refresh cost: {which} not yet at every size it is timed at")
+    wanted = set(refresh.get("policy", [])) | {FULL}
+    missing = sorted(wanted - set(e2e.get("policy", [])))
+    if e2e.empty:
+        gaps.append("end to end: nothing measured yet")
+    elif missing:
+        gaps.append(f"end to end: {', '.join(missing)} not measured yet")
+    return gaps
+
+
+def default_labels(measured: set[str], quick: bool) -> set[str]:
+    return labels_of(default_specs())
+
+
+def figures(frames: Frames) -> list[go.Figure]:
+    """The page's figures: each refresh's cost in multiples of one forward, and in seconds with its fitted growth."""
+    refresh = frames.rows.get("efficiency_refresh", pd.DataFrame())
+    if refresh.empty:
+        return []
+    summary = frames.summaries.get("efficiency", pd.DataFrame())
+    exponents = dict(zip(summary["policy"], summary["refresh_exponent"])) if "refresh_exponent" in summary else {}
+    return [refresh_cost_figure(refresh), refresh_seconds_figure(refresh, exponents)]
+
+
+TASK = BenchTask(
+    "efficiency",
+    "Efficiency",
+    run_task,
+    (
+        Part(
+            "efficiency",
+            EfficiencySettings,
+            summarise,
+            gaps=efficiency_gaps,
+            rows=("efficiency_refresh", "efficiency_e2e"),
+        ),
+    ),
+    efficiency_section,
+    default_labels,
+    figures,
+    Charts("efficiency_refresh", refresh_charts),
+)

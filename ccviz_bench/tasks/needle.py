@@ -19,7 +19,7 @@ import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import pandas as pd
 
@@ -31,9 +31,16 @@ from ccviz.models import LoadedModel
 
 from ..dispatch import Workers
 from ..metrics import answer_matches, summarise_rates
-from ..registry import TaskRun
-from ..specs import PolicySpec, registered_specs
+from ..needle_figures import ruler_figure
+from ..plots import needle_charts
+from ..progress import grid_gaps
+from ..registry import BenchTask, Charts, Frames, Part, TaskRun
+from ..reports.needle import needle_section, ruler_section
+from ..specs import PolicySpec, labels_of, registered_specs
 from .survival import case_runs, run_case, run_cells
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 COLUMNS = [
     "task",
@@ -341,3 +348,37 @@ def run_ruler_task(task: TaskRun) -> None:
 
 
 GRIDS = {"needle": (needle_cells, summarise_map), "ruler": (ruler_cells, summarise_ruler)}  # cells, summary
+
+
+def needle_labels(measured: set[str], quick: bool) -> set[str]:
+    return labels_of(default_specs("needle", quick))
+
+
+def ruler_labels(measured: set[str], quick: bool) -> set[str]:
+    return labels_of(default_specs("ruler", quick))
+
+
+def ruler_figures(frames: Frames) -> list[go.Figure]:
+    """The page's figures: each RULER task's survival, kept share and answers, pooled over lengths."""
+    pooled = summarise_rates(frames.rows["ruler"], ["task", "policy", "budget"])
+    return [ruler_figure(pooled, measure) for measure in ("survival", "kept_share", "accuracy")]
+
+
+NEEDLE = BenchTask(
+    "needle",
+    "Needle in a haystack",
+    run_needle_task,
+    (Part("needle", NeedleSettings, summarise_map, "n", "trials", grid_gaps),),
+    needle_section,
+    needle_labels,
+    charts=Charts("needle_summary", needle_charts),
+)
+RULER = BenchTask(
+    "ruler",
+    "RULER-style tasks",
+    run_ruler_task,
+    (Part("ruler", RulerSettings, summarise_ruler, "n", "trials", grid_gaps),),
+    ruler_section,
+    ruler_labels,
+    ruler_figures,
+)

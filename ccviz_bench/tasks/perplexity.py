@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import torch
@@ -24,9 +24,15 @@ from ccviz.models import LoadedModel
 from ccviz.policies import Policy
 from ccviz.trace import Trace
 
-from ..registry import TaskRun
+from ..figures import perplexity_figure
+from ..plots import perplexity_charts
+from ..registry import BenchTask, Charts, Frames, Part, TaskRun
+from ..reports.perplexity import perplexity_section
 from ..results import ResultTable, write_summary
-from ..specs import PolicySpec, registered_specs
+from ..specs import PolicySpec, registered_labels, registered_specs
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 COLUMNS = ["segment", "policy", "budget", "tokens", "nll_sum", "nll_mean", "seconds"]  # budget: J (h = J/4)
 KEY = ["segment", "policy", "budget"]
@@ -173,3 +179,20 @@ def summarise(rows: pd.DataFrame) -> pd.DataFrame:
 def run_task(task: TaskRun) -> None:
     """``bench perplexity``: every registered policy unless ``--policy`` names others."""
     run(task.lm, task.specs or registered_specs(), task.settings, task.out, fresh=task.fresh, log=task.log)
+
+
+def figures(frames: Frames) -> list[go.Figure]:
+    return [perplexity_figure(frames.summaries["perplexity"])]
+
+
+PART = Part("perplexity", PerplexitySettings, summarise, "segments", "segments")
+TASK = BenchTask(
+    "perplexity",
+    "Long-text perplexity",
+    run_task,
+    (PART,),
+    perplexity_section,
+    registered_labels,
+    figures,
+    Charts("perplexity_summary", perplexity_charts),
+)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -28,11 +28,17 @@ from ccviz.trace import Trace
 
 from ..diagnosis import MEASURES, diagnose
 from ..dispatch import Workers
+from ..figures import rate_figure
 from ..metrics import answer_matches, binomial_rate
+from ..plots import retention_charts
 from ..reading import ReadingProbe
-from ..registry import TaskRun
-from ..specs import PolicySpec, registered_specs
+from ..registry import BenchTask, Charts, Frames, Part, TaskRun
+from ..reports.retention import retention_section
+from ..specs import PolicySpec, evicting, registered_labels, registered_specs
 from .survival import case_runs, run_case, run_cells
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 COLUMNS = [
     "case",
@@ -225,3 +231,23 @@ def run_task(task: TaskRun) -> None:
         fresh=task.fresh,
         log=task.log,
     )
+
+
+def figures(frames: Frames) -> list[go.Figure]:
+    """The page's figures: answers (once measured), then survival, against budget."""
+    summary = frames.summaries["retention"]
+    measures = ["accuracy"] * bool(evicting(summary)["accuracy"].notna().any()) + ["survival"]  # answers lead
+    return [rate_figure(summary, measure) for measure in measures]
+
+
+PART = Part("retention", RetentionSettings, summarise, "survival_n", "cases")
+TASK = BenchTask(
+    "retention",
+    "Rare-fact retention",
+    run_task,
+    (PART,),
+    retention_section,
+    registered_labels,
+    figures,
+    Charts("retention_summary", retention_charts),
+)

@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))  # this checkout's ccviz
 from ccviz.engine import RunConfig  # noqa: E402
 from ccviz.policies import POLICIES  # noqa: E402
 from ccviz.policies.former import former_defaults  # noqa: E402
-from ccviz_bench.registry import TASKS, load  # noqa: E402
+from ccviz_bench.registry import all_tasks  # noqa: E402
 from ccviz_bench.results import write_summary  # noqa: E402
 from ccviz_bench.specs import ENGINE_KEYS, PAPER_FORMS, QUESTION_KEY, PolicySpec, parse_spec  # noqa: E402
 
@@ -99,10 +99,10 @@ def shortest_label(label: str, meaning: dict[str, Any], own: list[PolicySpec], a
 def own_specs(stem: str, measured: set[str]) -> list[PolicySpec]:
     """The specs the task writing ``<stem>.csv`` measures when not told which: the labels the Benchmarks
     page expects its rows under."""
-    entry = next((t for t in TASKS if stem in t.files), None)
+    entry = next((t for t in all_tasks() if stem in t.files), None)
     if entry is None:
         return []
-    return [parse_spec(label) for label in sorted(load(entry.default_labels)(measured, False)) if label != "full"]
+    return [parse_spec(label) for label in sorted(entry.default_labels(measured, False)) if label != "full"]
 
 
 def means_now(label: str, meaning: dict[str, Any], asked: bool) -> bool:
@@ -171,11 +171,11 @@ def relabel_folder(folder: Path, dry_run: bool) -> None:
 
 def summarise_folder(folder: Path) -> None:
     """Every summary of the folder written again from its rows, as the tasks write them."""
-    for task in TASKS:
+    for task in all_tasks():
         for part in task.parts:
             paths = [folder / f"{stem}.csv" for stem in part.files]
             if all(path.exists() for path in paths):
-                write_summary(folder, part.name, load(part.summarise)(*(pd.read_csv(path) for path in paths)))
+                write_summary(folder, part.name, part.summarise(*(pd.read_csv(path) for path in paths)))
 
 
 def main() -> None:
