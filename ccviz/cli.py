@@ -6,6 +6,7 @@ Every user mistake ends with one line on stderr and a non-zero exit, never a tra
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from collections.abc import Sequence
@@ -289,31 +290,10 @@ def _cmd_run(args: argparse.Namespace) -> None:
         raise CcvizError("the question is empty: give a question, or none")
     if args.expect is not None and expected_answer(args.expect) is None:
         raise CcvizError(f"--expect {args.expect!r} holds no word to look for in the answer")
-    config = RunConfig(  # every setting is checked here, before the model loads
-        policy=args.policy,
-        policy_options=_parse_options(args.option),
-        cache_size=args.cache_size,
-        chunk_size=args.chunk_size,
-        frozen=args.frozen,
-        recent=args.recent,
-        max_new_tokens=args.max_new_tokens,
-        chat=not args.raw,
-        seed=args.seed,
-        do_sample=args.sample,
-        temperature=args.temperature,
-        top_p=args.top_p,
-        record=args.record,
-        record_reads=args.record_reads,
-        granularity=args.granularity,
-        pool=args.pool,
-        left_context=args.left_context,
-        sentence_share=args.sentence_share,
-        allocation=args.allocation,
-        pyramid_beta=args.pyramid_beta,
-        pin=tuple(args.pin),
-        drop=tuple(args.drop),
-        protect_question=args.protect_question,
-    )
+    # Every setting is checked here, before the model loads; the flags are named as its fields but these.
+    same = {f.name: getattr(args, f.name) for f in dataclasses.fields(RunConfig) if hasattr(args, f.name)}
+    own = {"policy_options": _parse_options(args.option), "chat": not args.raw, "do_sample": args.sample}
+    config = RunConfig(**{**same, **own, "pin": tuple(args.pin), "drop": tuple(args.drop)})
     lm = load_model(args.model, device=args.device, dtype=args.dtype)
     bar = _ProgressBar()
     try:

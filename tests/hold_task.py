@@ -12,9 +12,9 @@ class Hold:
     seconds: float = 60.0
     label = "holding the model"
 
-    def execute(self, lm, progress, should_stop, on_refresh=None) -> str:
-        progress(0, 1, 1)  # the server now knows the model is held
+    def execute(self, lm, listeners) -> str:
+        listeners.progress(0, 1, 1)  # the server now knows the model is held
         end = time.monotonic() + self.seconds
-        while not should_stop() and time.monotonic() < end:
+        while not listeners.should_stop() and time.monotonic() < end:
             time.sleep(0.01)
         return "released"

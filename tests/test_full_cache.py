@@ -6,7 +6,7 @@ import math
 import pytest
 
 from ccviz import CcvizError, RunConfig
-from ccviz.engine import run_generation
+from ccviz.engine import Listeners, run_generation
 from ccviz.explain.full_cache import full_cache_reads, missed_reads
 from ccviz.worker.tasks import FullCacheTask, RunTask
 
@@ -24,8 +24,8 @@ def _no_progress(*_):
 @pytest.fixture(scope="module")
 def runs(tiny):
     run = RunTask(tiny.name, DOC, RunConfig(policy="tova", cache_size=24, chunk_size=6, max_new_tokens=5))
-    trace = run.execute(tiny, _no_progress, lambda: False)
-    full = FullCacheTask.beside(run).execute(tiny, _no_progress, lambda: False)
+    trace = run.execute(tiny, Listeners(_no_progress, lambda: False))
+    full = FullCacheTask.beside(run).execute(tiny, Listeners(_no_progress, lambda: False))
     return run, trace, full
 
 
@@ -70,6 +70,6 @@ def test_a_full_cache_run_of_another_document_or_without_reads_is_refused(tiny, 
     run, trace, full = runs
     other = FullCacheTask.beside(RunTask(run.model, DOC.replace("7684", "1234"), run.config))
     with pytest.raises(CcvizError, match="another prompt"):
-        missed_reads(trace, other.execute(tiny, _no_progress, lambda: False))
+        missed_reads(trace, other.execute(tiny, Listeners(_no_progress, lambda: False)))
     with pytest.raises(CcvizError, match="record_reads"):
         missed_reads(trace, trace)

@@ -12,5 +12,5 @@ from dataclasses import dataclass
 class LoadedUiModules:
     label = "which ccviz.ui modules the worker has loaded"
 
-    def execute(self, lm, progress, should_stop, on_refresh=None) -> list[str]:
+    def execute(self, lm, listeners) -> list[str]:
         return sorted(name for name in sys.modules if name == "ccviz.ui" or name.startswith("ccviz.ui."))

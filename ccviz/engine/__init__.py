@@ -14,7 +14,7 @@
 The method it implements is described in docs/method.md.
 """
 
-from .callbacks import GenerationFailed, ProgressCallback, RefreshCallback, StopCheck
+from .callbacks import GenerationFailed, Listeners, ProgressCallback, RefreshCallback, StopCheck
 from .config import RunConfig
 from .loop import PreparedRun, generate, prepare, run_generation
 from .session import CacheSession
@@ -22,6 +22,7 @@ from .session import CacheSession
 __all__ = [
     "CacheSession",
     "GenerationFailed",
+    "Listeners",
     "PreparedRun",
     "ProgressCallback",
     "RefreshCallback",

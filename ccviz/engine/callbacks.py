@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from ..trace import Trace
 
@@ -14,6 +15,16 @@ far and the records of every token up to the newest cycle's step, i.e. a loadabl
 worker process streams it to the page as the run goes)."""
 StopCheck = Callable[[], bool]
 """Polled between forward passes: True stops the run, which returns its partial trace as "cancelled"."""
+
+
+@dataclass(frozen=True)
+class Listeners:
+    """Everything that watches one computation, handed along as one: the app's worker gives it to each task,
+    which passes on what it uses (``**vars(listeners)`` as :func:`run_generation`'s keywords)."""
+
+    progress: ProgressCallback | None = None
+    should_stop: StopCheck | None = None
+    on_refresh: RefreshCallback | None = None
 
 
 class GenerationFailed(RuntimeError):

@@ -188,33 +188,39 @@ def _unit_defaults(policy: str, options: tuple[tuple[str, Any], ...]) -> tuple[s
         return POLICIES[policy].default_granularity, POLICIES[policy].default_left_context
 
 
+def _setting_control(label: str, key: str, field: str, default: str, extra: tuple[str, ...] = (), **kw: Any) -> str:
+    """A segmented control over one of RunConfig's choices (after ``extra`` ones of the app's), under the
+    widget key ``<key>.<field>``, linked to the URL and kept across pages."""
+    choices = (*extra, *rule_of(RunConfig, field).choices)
+    default = linked(f"{key}.{field}", default, choices=choices)
+    widget_key = f"{key}.{field}"
+    return st.segmented_control(
+        label, choices, default=default, key=widget_key, required=True, persist_state=SESSION, **kw
+    )
+
+
 def unit_input(key: str, policy: str, options: tuple[tuple[str, Any], ...] = ()) -> dict[str, Any]:
     """The unit of the keep decision (RunConfig's ``granularity`` and ``pool``): any policy by token, word,
     clause or sentence; for word units also ``left_context`` and ``sentence_share``. "default" names the
     unit the policy keeps with ``options`` (the counter-causal ``paper`` box turns it to single tokens)."""
     own_unit, own_context = _unit_defaults(policy, options)
-    granularities = ("default", *rule_of(RunConfig, "granularity").choices)
-    choice = st.segmented_control(
+    choice = _setting_control(
         "Keep whole",
-        granularities,
-        default=linked(f"{key}.granularity", "default", choices=granularities),
-        key=f"{key}.granularity",
-        required=True,
-        persist_state=SESSION,
+        key,
+        "granularity",
+        "default",
+        extra=("default",),
         format_func=lambda g: f"default ({own_unit})" if g == "default" else g,
         help="The unit a refresh keeps or evicts: single tokens (the paper's), whole words (so KX-4817 or 4817 "
         "survives whole or not at all), clauses (split at , : ; too) or whole sentences; default: the policy's "
         "own. A unit scores the max or mean of its tokens' scores.",
     )
     granularity = None if choice == "default" else choice
-    pools = rule_of(RunConfig, "pool").choices
-    pool = st.segmented_control(
+    pool = _setting_control(
         "Unit score",
-        pools,
-        default=linked(f"{key}.pool", "max", choices=pools),
-        key=f"{key}.pool",
-        required=True,
-        persist_state=SESSION,
+        key,
+        "pool",
+        "max",
         disabled=(granularity or own_unit) == "token",
         help="How a word's or sentence's score is made from its tokens' scores.",
     )
@@ -258,14 +264,11 @@ ALLOCATION_HELP = {
 def allocation_input(key: str, policy: str, granularity: str | None = None) -> dict[str, Any]:
     """How the budget is split over layers and KV heads (RunConfig's ``allocation``, ``pyramid_beta``);
     a choice the policy cannot serve is named at once, in the engine's words."""
-    allocations = rule_of(RunConfig, "allocation").choices
-    allocation = st.segmented_control(
+    allocation = _setting_control(
         "Allocation",
-        allocations,
-        default=linked(f"{key}.allocation", "uniform", choices=allocations),
-        key=f"{key}.allocation",
-        required=True,
-        persist_state=SESSION,
+        key,
+        "allocation",
+        "uniform",
         help="How J is split over layers and KV heads: "
         + "; ".join(f"{a}: {text}" for a, text in ALLOCATION_HELP.items())
         + ". Under pyramid and adaptive each layer's cache really holds its own entries (docs/method.md#allocation).",
@@ -330,44 +333,13 @@ def _number(
 def budget_input(prefix: str, default_cache: int = 128) -> dict[str, Any]:
     """J, h, frozen and recent: the cache budget of a run."""
     top = _token_ceiling()
+    help_text = f"Entries that survive each refresh, not counting the frozen prefix (at most {top}, {MAX_TOKENS_ENV})."
     cache_size = _number(
-        "Cache size J",
-        f"{prefix}.J",
-        min(default_cache, top),
-        _least("cache_size"),
-        top,
-        step=8,
-        help=f"Entries that survive each refresh, not counting the frozen prefix (at most {top}, {MAX_TOKENS_ENV}).",
+        "Cache size J", f"{prefix}.J", min(default_cache, top), _least("cache_size"), top, step=8, help=help_text
     )
-    chunk = _number(
-        "Chunk size h",
-        f"{prefix}.h",
-        None,
-        _least("chunk_size"),
-        top,
-        step=4,
-        placeholder="J/4",
-        help="A refresh happens after every h processed tokens (empty: J/4, as in the paper); at most J.",
-    )
-    frozen = _number(
-        "Frozen prefix",
-        f"{prefix}.frozen",
-        None,
-        _least("frozen"),
-        top,
-        step=1,
-        placeholder="auto",
-        help="Leading entries never evicted (empty: the chat template's system prompt; 0 in raw mode).",
-    )
-    recent = _number(
-        "Recent R",
-        f"{prefix}.recent",
-        None,
-        _least("recent"),
-        top,
-        step=1,
-        placeholder="policy default",
-        help="Trailing entries always kept (empty: the policy's default); at most J.",
+    chunk, frozen, recent = (
+        _number(label, f"{prefix}.{key}", None, _least(field), top, step=step, placeholder=empty, help=text)
+        for field, (label, key, step, empty, text) in _OPTIONAL_BUDGET.items()
     )
     return dict(
         cache_size=int(cache_size),
@@ -377,9 +349,35 @@ def budget_input(prefix: str, default_cache: int = 128) -> dict[str, Any]:
     )
 
 
+_OPTIONAL_BUDGET = {  # run setting: (label, widget key, step, shown when empty, help)
+    "chunk_size": (
+        "Chunk size h",
+        "h",
+        4,
+        "J/4",
+        "A refresh happens after every h processed tokens (empty: J/4, as in the paper); at most J.",
+    ),
+    "frozen": (
+        "Frozen prefix",
+        "frozen",
+        1,
+        "auto",
+        "Leading entries never evicted (empty: the chat template's system prompt; 0 in raw mode).",
+    ),
+    "recent": (
+        "Recent R",
+        "recent",
+        1,
+        "policy default",
+        "Trailing entries always kept (empty: the policy's default); at most J.",
+    ),
+}
+
+
 def decoding_input(prefix: str, default_new: int = 64) -> dict[str, Any]:
     """Max new tokens and greedy or seeded sampling."""
     top = _token_ceiling()
+    help_text = f"Prompt plus new tokens may not exceed {top} per run ({MAX_TOKENS_ENV})."
     max_new = _number(
         "Max new tokens",
         f"{prefix}.max_new",
@@ -387,7 +385,7 @@ def decoding_input(prefix: str, default_new: int = 64) -> dict[str, Any]:
         _least("max_new_tokens"),
         top,
         step=16,
-        help=f"Prompt plus new tokens may not exceed {top} per run ({MAX_TOKENS_ENV}).",
+        help=help_text,
     )
     sample = st.toggle(
         "Sampling (off: greedy)",

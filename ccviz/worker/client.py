@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
 from typing import Any
 
-from ..engine import GenerationFailed, ProgressCallback, RefreshCallback
+from ..engine import GenerationFailed, Listeners
 from ..errors import CcvizError
 from ..models import installed_models, model_name
 from ..trace import Trace
@@ -294,16 +294,10 @@ class ModelWorker:
         with self._turns:
             return list(self._queue)
 
-    def execute(
-        self,
-        task: Any,
-        progress: ProgressCallback,
-        should_stop: Callable[[], bool],
-        on_refresh: RefreshCallback | None = None,
-    ) -> Any:
+    def execute(self, task: Any, listeners: Listeners) -> Any:
         """Run ``task`` in the worker (call inside :meth:`turn`); its result, or the task's own error.
 
-        ``on_refresh(trace)`` is called after every streamed refresh with the trace so far (one object,
+        ``listeners.on_refresh(trace)`` is called after every streamed refresh with the trace so far (one object,
         extended in place: copy what must not change).
 
         Raises :class:`GenerationFailed` or :class:`CcvizError` as the task did, and
@@ -316,7 +310,7 @@ class ModelWorker:
 
         def stop_if_asked() -> None:  # one stop message per run is enough
             nonlocal stopping
-            if not stopping and should_stop():
+            if not stopping and listeners.should_stop is not None and listeners.should_stop():
                 stopping = True
                 stop.send_bytes(b"stop")
 
@@ -330,7 +324,8 @@ class ModelWorker:
                     continue
                 kind, *payload = jobs.recv()
                 if kind == msg.PROGRESS:
-                    progress(*payload)
+                    if listeners.progress is not None:
+                        listeners.progress(*payload)
                     stop_if_asked()
                 elif kind == msg.CONFIG:
                     live = Trace(config=payload[0], status="error")
@@ -339,8 +334,8 @@ class ModelWorker:
                     live.cycles.extend(cycles)
                     live.tokens.extend(tokens)
                     live.peak_cache_length = peak
-                    if on_refresh is not None:
-                        on_refresh(live)
+                    if listeners.on_refresh is not None:
+                        listeners.on_refresh(live)
                 elif kind == msg.DONE:
                     return payload[0]
                 elif kind == msg.FAILED:

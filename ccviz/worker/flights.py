@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..engine import ProgressCallback
+from ..engine import Listeners, ProgressCallback
 from ..trace import Trace
 from .client import POLL_SECONDS, ModelWorker, WaitCallback
 from .eta import Ahead, RunSpeeds, queue_line
@@ -79,7 +79,8 @@ class Flight:
                     began = time.monotonic()
                     self.waiting = ""
                     self._progress(0, 0, 0)  # the followers stop showing a queue place
-                    self.result = self.worker.execute(self.task, self._progress, self._should_stop, self._refreshed)
+                    listeners = Listeners(self._progress, self._should_stop, self._refreshed)
+                    self.result = self.worker.execute(self.task, listeners)
         except Exception as err:  # the followers re-raise it, each in its own job
             self.error = err
         self.flights._land(self, None if began is None else time.monotonic() - began)

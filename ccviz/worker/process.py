@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from typing import Any
 
-from ..engine import GenerationFailed
+from ..engine import GenerationFailed, Listeners
 from ..errors import CcvizError
 from ..models import LoadedModel, load_model
 from ..plugins import load_plugins
@@ -101,7 +101,7 @@ def _execute(task: Any, lm: LoadedModel, jobs: Connection, should_stop) -> tuple
         jobs.send((REFRESH, cycles, tokens, trace.peak_cache_length))
 
     try:
-        return DONE, task.execute(lm, progress, should_stop, on_refresh)
+        return DONE, task.execute(lm, Listeners(progress, should_stop, on_refresh))
     except GenerationFailed as err:
         return FAILED, str(err), err.trace
     except Exception as err:  # never let the worker die of one task: the page shows the message

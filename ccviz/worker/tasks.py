@@ -1,18 +1,17 @@
 """The tasks the model worker runs: plain picklable dataclasses, sent by the server and executed here.
 
 Each is frozen (so it is its own key in the app's result store) and picklable (so it crosses the jobs
-pipe); :mod:`ccviz.worker.process` calls ``task.execute(lm, progress, should_stop, on_refresh)`` and,
+pipe); :mod:`ccviz.worker.process` calls ``task.execute(lm, listeners)`` and,
 on the checks pipe, ``task.check(lm)``. They live with the worker, not the app: the model's process
 imports nothing of the UI.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..engine import CacheSession, ProgressCallback, RefreshCallback, RunConfig, prepare, run_generation
+from ..engine import CacheSession, Listeners, RunConfig, prepare, run_generation
 from ..explain import Explanation, explain_token
 from ..models import LoadedModel
 from ..signals import document_attention, document_surprise
@@ -27,13 +26,7 @@ class Task(Protocol):
     @property
     def label(self) -> str: ...
 
-    def execute(
-        self,
-        lm: LoadedModel,
-        progress: ProgressCallback,
-        should_stop: Callable[[], bool],
-        on_refresh: RefreshCallback | None = None,
-    ) -> Any: ...
+    def execute(self, lm: LoadedModel, listeners: Listeners) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -59,22 +52,8 @@ class RunTask:
         )  # cheap: no forward pass
         return len(prepared.prompt_ids)
 
-    def execute(
-        self,
-        lm: LoadedModel,
-        progress: ProgressCallback,
-        should_stop: Callable[[], bool],
-        on_refresh: RefreshCallback | None = None,
-    ) -> Trace:
-        return run_generation(
-            lm,
-            self.prompt,
-            self.config,
-            progress=progress,
-            should_stop=should_stop,
-            on_refresh=on_refresh,
-            question=self.question,
-        )
+    def execute(self, lm: LoadedModel, listeners: Listeners) -> Trace:
+        return run_generation(lm, self.prompt, self.config, question=self.question, **vars(listeners))
 
 
 @dataclass(frozen=True)
@@ -102,16 +81,9 @@ class FullCacheTask:
     def config(self, lm: LoadedModel) -> RunConfig:
         return RunConfig(policy="full", cache_size=lm.max_positions, record_reads=True, **dict(self.decoding))
 
-    def execute(
-        self,
-        lm: LoadedModel,
-        progress: ProgressCallback,
-        should_stop: Callable[[], bool],
-        on_refresh: RefreshCallback | None = None,
-    ) -> Trace:
-        return run_generation(
-            lm, self.prompt, self.config(lm), progress=progress, should_stop=should_stop, question=self.question
-        )
+    def execute(self, lm: LoadedModel, listeners: Listeners) -> Trace:
+        watch = {"progress": listeners.progress, "should_stop": listeners.should_stop}  # no refresh ever runs
+        return run_generation(lm, self.prompt, self.config(lm), question=self.question, **watch)
 
 
 @dataclass(frozen=True)
@@ -129,13 +101,7 @@ class SurpriseTask:
     def label(self) -> str:
         return f"surprise ({self.variant}, {self.score}, min_gap={self.min_gap})"
 
-    def execute(
-        self,
-        lm: LoadedModel,
-        progress: ProgressCallback,
-        should_stop: Callable[[], bool],
-        on_refresh: RefreshCallback | None = None,
-    ) -> list[float]:
+    def execute(self, lm: LoadedModel, listeners: Listeners) -> list[float]:
         return document_surprise(
             lm, self.prompt, chat=self.chat, variant=self.variant, score=self.score, min_gap=self.min_gap
         )
@@ -154,22 +120,8 @@ class AttentionTask:
     def label(self) -> str:
         return "attention over the whole document"
 
-    def execute(
-        self,
-        lm: LoadedModel,
-        progress: ProgressCallback,
-        should_stop: Callable[[], bool],
-        on_refresh: RefreshCallback | None = None,
-    ) -> Trace:
-        return document_attention(
-            lm,
-            self.prompt,
-            chat=self.chat,
-            frozen=self.frozen,
-            progress=progress,
-            should_stop=should_stop,
-            on_refresh=on_refresh,
-        )
+    def execute(self, lm: LoadedModel, listeners: Listeners) -> Trace:
+        return document_attention(lm, self.prompt, chat=self.chat, frozen=self.frozen, **vars(listeners))
 
 
 @dataclass(frozen=True, eq=False)
@@ -199,11 +151,5 @@ class ExplainTask:
     def __hash__(self) -> int:
         return hash(self._key())
 
-    def execute(
-        self,
-        lm: LoadedModel,
-        progress: ProgressCallback,
-        should_stop: Callable[[], bool],
-        on_refresh: RefreshCallback | None = None,
-    ) -> Explanation:
+    def execute(self, lm: LoadedModel, listeners: Listeners) -> Explanation:
         return explain_token(lm, self.trace, self.refresh, self.position)
