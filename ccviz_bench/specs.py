@@ -130,8 +130,12 @@ class PolicySpec:
 
 
 def parse_spec(text: str) -> PolicySpec:
-    """Parse ``name`` or ``name:key=value,key=value`` and check it against the registry now."""
+    """Parse ``name`` or ``name:key=value,key=value`` and check it against the registry now. A scorer's
+    name is its reference, ``module:Class`` (``kvpress:SnapKVPress:window_size=32``)."""
     name, _, rest = text.strip().partition(":")
+    head, _, tail = rest.partition(":")
+    if head and "=" not in head:
+        name, rest = f"{name}:{head}", tail
     options = []
     for pair in filter(None, (part.strip() for part in rest.split(","))):
         key, sep, raw = pair.partition("=")

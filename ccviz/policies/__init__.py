@@ -19,6 +19,7 @@ from .h2o import H2O
 from .importance_keyproxy import ImportanceKeyProxy
 from .keydiff import KeyDiff
 from .kvzip import KVzip
+from .presses import is_scorer_spec, scorer_policy
 from .sliding import Sliding
 from .snapkv import SnapKV
 from .streaming_llm import StreamingLLM
@@ -69,6 +70,8 @@ def make_policy(name: str | type[Policy], **options: Any) -> Policy:
         cls, name = name, name.name
     elif name in POLICIES:
         cls = POLICIES[name]
+    elif is_scorer_spec(name):  # "kvpress:SnapKVPress", or a user's own scorer class
+        cls = scorer_policy(name)
     else:
         raise CcvizError(
             f"unknown policy {name!r}: choose one of {', '.join(POLICIES)} (see `python -m ccviz policies`)"
