@@ -216,6 +216,9 @@ class Candidates:
         The run's managed cache; its first ``cache.frozen`` entries are never candidates.
     tokenizer : optional
         The run's tokenizer.
+    cache_size : int, optional
+        The run's J: how many candidates the refresh keeps (a scorer whose score depends on the share it
+        evicts reads it, kvpress's ``compression_ratio``); None when not given.
 
     Attributes
     ----------
@@ -227,9 +230,10 @@ class Candidates:
         per-entry side tables (attention sums, ...), candidate rows only: ``[n, ...]``.
     """
 
-    def __init__(self, cache: CacheState, tokenizer: Any = None):
+    def __init__(self, cache: CacheState, tokenizer: Any = None, cache_size: int | None = None):
         self.cache = cache
         self.tokenizer = tokenizer
+        self.cache_size = cache_size
         frozen = cache.frozen
         self.pos: torch.Tensor = cache.pos[frozen:]
         self.tok: torch.Tensor = cache.tok[frozen:]

@@ -264,11 +264,14 @@ def _question_note(trace) -> str:
 
 
 def _cmd_policies() -> None:
-    from .policies import POLICIES
+    from .policies import POLICIES, press_policies
 
-    width = max(len(name) for name in POLICIES)
+    presses = press_policies()
+    width = max(len(name) for name in (*POLICIES, *presses))
     for name, cls in POLICIES.items():
         print(f"{name:<{width}}  {cls.summary}")
+    for name in presses:  # their summaries would import kvpress (seconds): its docstrings say what each keeps
+        print(f"{name:<{width}}  kvpress's {name.partition(':')[2]}, scored through its own score()")
 
 
 def _save(trace, path: Path) -> None:

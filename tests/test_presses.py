@@ -4,17 +4,26 @@ plain forward, a user's scorer runs without kvpress, and bad names fail in one l
 from __future__ import annotations
 
 import dataclasses
+import re
+from pathlib import Path
 
 import pytest
 import torch
 
 from ccviz import CcvizError, generate
 from ccviz.policies import make_policy
+from ccviz.policies.presses import RUNNABLE, press_policies
 
 J, H = 24, 8  # the first refresh that evicts holds J + H entries, all from one plain forward
-PROMPT = "The gate code is 4817 and the locker code is 5309. " * 4
+PROMPT = (  # no sentence twice: a repeated token has a repeated key norm, a tie no two forwards need agree on
+    "Maren locked the greenhouse at dusk, checked the boiler gauge twice and wrote 4817 on the back of a seed "
+    "packet. Her neighbour, a retired ferry pilot, argued that frost would come early; the almanac disagreed, "
+    "and the radio forecast promised drizzle over the harbour until Thursday morning."
+)
 BRIDGED = [  # scorers whose scores rarely tie, with the options that fit a cache of J + H rows
     ("KnormPress", {}),
+    ("StreamingLLMPress", {}),
+    ("CompactorPress", {"sink_size_start": 2, "sink_size_end": 2}),
     ("KeyDiffPress", {}),
     ("TOVAPress", {}),
     ("SnapKVPress", {"window_size": 4}),
@@ -28,22 +37,23 @@ BRIDGED = [  # scorers whose scores rarely tie, with the options that fit a cach
 ]
 
 
-def _first_eviction(tiny, policy: str, options: dict) -> list[int]:
+def _first_eviction(lm, policy: str, options: dict) -> tuple[list[int], torch.Tensor]:
+    """The kept positions and recorded scores ``[J + H]`` of a run's first refresh that evicts."""
     trace = generate(
-        tiny, PROMPT, policy=policy, policy_options=options, cache_size=J, chunk_size=H, chat=False,
+        lm, PROMPT, policy=policy, policy_options=options, cache_size=J, chunk_size=H, chat=False,
         frozen=0, recent=0, max_new_tokens=1,
     )  # fmt: skip
     cycle = next(c for c in trace.cycles if len(c.candidates) > J)
-    assert len(cycle.candidates) == J + H
-    return sorted(cycle.kept)
+    assert cycle.candidates == list(range(J + H))
+    return sorted(cycle.kept), torch.tensor(cycle.scores["press_score"])
 
 
-def _reference_kept(tiny, press) -> list[int]:
-    """The top J of ``press.score`` over every layer (max over layers and KV heads), called on a plain
+def _reference_scores(lm, press) -> torch.Tensor:
+    """``press.score`` of every layer (max over layers and KV heads) ``[J + H]``, called on a plain
     transformers forward over the first J + H tokens, with kvpress's own way of giving each layer its RoPE;
     eager attention weights for the scorer that reads them, None for the rest (as kvpress gives them under SDPA)."""
-    model = tiny.model
-    ids = torch.tensor([tiny.tokenizer(PROMPT, add_special_tokens=False)["input_ids"][: J + H]])
+    model = lm.model
+    ids = torch.tensor([lm.tokenizer(PROMPT, add_special_tokens=False)["input_ids"][: J + H]])
     reads = type(press).__name__ == "ObservedAttentionPress"
     model.set_attn_implementation("eager")
     try:
@@ -59,21 +69,48 @@ def _reference_kept(tiny, press) -> list[int]:
             hidden = block.input_layernorm(out.hidden_states[layer])
             keys, values = out.past_key_values.layers[layer].keys, out.past_key_values.layers[layer].values
             cos, sin = model.model.rotary_emb(hidden, positions)
-            kwargs = {"position_embeddings": (cos, sin)}
-            scores.append(
-                press.score(module, hidden, keys, values, out.attentions[layer] if reads else None, kwargs)[0]
-            )
+            weights = out.attentions[layer] if reads else None
+            scores.append(press.score(module, hidden, keys, values, weights, {"position_embeddings": (cos, sin)})[0])
         finally:
             del module.rotary_emb
-    best = torch.stack(scores).amax(dim=(0, 1))  # [rows]
-    return sorted(best.topk(J).indices.tolist())
+    return torch.stack(scores).amax(dim=(0, 1)).float()
 
 
+def _seed_sketches(kvpress, monkeypatch) -> None:
+    """Leverage scores (alone and in Compactor) draw a Gaussian sketch at every call: the same seed before
+    each call gives the bridge's call and the reference's the same sketch."""
+    score = kvpress.LeverageScorePress.score
+
+    def seeded(self, *args, **kwargs):
+        torch.manual_seed(0)
+        return score(self, *args, **kwargs)
+
+    monkeypatch.setattr(kvpress.LeverageScorePress, "score", seeded)
+
+
+@pytest.mark.parametrize("model", ["tiny", pytest.param("smollm", marks=pytest.mark.slow)])
 @pytest.mark.parametrize(("name", "options"), BRIDGED, ids=[name for name, _ in BRIDGED])
-def test_the_first_refresh_keeps_the_top_j_of_the_scorers_own_score(tiny, name, options):
+def test_the_first_refresh_keeps_the_top_j_of_the_scorers_own_score(request, model, name, options):
     kvpress = pytest.importorskip("kvpress")
-    press = getattr(kvpress, name)(**options)
-    assert _first_eviction(tiny, f"kvpress:{name}", options) == _reference_kept(tiny, press)
+    lm = request.getfixturevalue(model)
+    _seed_sketches(kvpress, request.getfixturevalue("monkeypatch"))
+    press = getattr(kvpress, name)(compression_ratio=H / (J + H), **options)  # J of the J + H rows stay
+    kept, scores = _first_eviction(lm, f"kvpress:{name}", options)
+    reference = _reference_scores(lm, press)
+    torch.testing.assert_close(scores, reference, rtol=1e-3, atol=1e-4)
+    evicted = sorted(set(range(J + H)) - set(kept))
+    assert len(kept) == J and reference[kept].min() >= reference[evicted].max()  # a top J (ties either way)
+
+
+@pytest.mark.parametrize(("name", "options"), [*BRIDGED, ("RandomPress", {})], ids=[n for n, _ in BRIDGED] + ["Random"])
+def test_every_bridged_scorer_refreshes_in_chunked_prefill_and_in_decode_keeping_exactly_j(tiny, name, options):
+    pytest.importorskip("kvpress")
+    trace = generate(
+        tiny, PROMPT, question="What is the gate code?", policy=f"kvpress:{name}", policy_options=options,
+        cache_size=16, chunk_size=4, max_new_tokens=12,
+    )  # fmt: skip
+    assert {c.phase for c in trace.cycles} == {"prefill", "decode"}
+    assert all(len(set(c.kept) & set(c.candidates)) == min(16, len(c.candidates)) for c in trace.cycles)
 
 
 @dataclasses.dataclass
@@ -106,3 +143,15 @@ def test_a_users_own_scorer_runs_without_kvpress_and_its_options_are_the_policys
 def test_a_name_that_is_no_scorer_fails_in_one_line(name, message):
     with pytest.raises(CcvizError, match=message):
         make_policy(name)
+
+
+def test_the_docs_say_of_every_installed_press_whether_it_runs_and_the_menus_offer_those_that_do():
+    kvpress = pytest.importorskip("kvpress")
+    text = Path(__file__).parents[1].joinpath("docs", "policies.md").read_text(encoding="utf-8")
+    table = text.split("Every press of kvpress")[1].split("\n## ")[0]
+    lines = [line for line in table.splitlines() if line.startswith("| `")]
+    rows = {name: line for line in lines for name in re.findall(r"`(\w+Press)`", line.split("|")[1])}
+    assert set(rows) == {name for name in dir(kvpress) if name.endswith("Press")} - {"BasePress", "ScorerPress"}
+    assert {name for name, line in rows.items() if line.split("|")[2].strip().startswith("runs")} == set(RUNNABLE)
+    assert all(issubclass(getattr(kvpress, name), kvpress.ScorerPress) for name in RUNNABLE)
+    assert press_policies() == tuple(f"kvpress:{name}" for name in RUNNABLE)

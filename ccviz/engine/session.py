@@ -277,7 +277,7 @@ class CacheSession:
 
     def candidates(self) -> Candidates:
         """The candidates of the refresh to come, as a policy scores them."""
-        return Candidates(self.cache, self.lm.tokenizer)
+        return Candidates(self.cache, self.lm.tokenizer, self.config.cache_size)
 
     def _score(self, scorer: Policy, candidates: Candidates) -> torch.Tensor:
         score = scorer.score_candidates(self.lm.model, candidates).to(torch.float32).cpu()

@@ -19,7 +19,7 @@ from .h2o import H2O
 from .importance_keyproxy import ImportanceKeyProxy
 from .keydiff import KeyDiff
 from .kvzip import KVzip
-from .presses import is_scorer_spec, scorer_policy
+from .presses import is_scorer_spec, press_policies, scorer_policy
 from .sliding import Sliding
 from .snapkv import SnapKV
 from .streaming_llm import StreamingLLM
@@ -68,14 +68,8 @@ def make_policy(name: str | type[Policy], **options: Any) -> Policy:
     error for bad input."""
     if isinstance(name, type):
         cls, name = name, name.name
-    elif name in POLICIES:
-        cls = POLICIES[name]
-    elif is_scorer_spec(name):  # "kvpress:SnapKVPress", or a user's own scorer class
-        cls = scorer_policy(name)
     else:
-        raise CcvizError(
-            f"unknown policy {name!r}: choose one of {', '.join(POLICIES)} (see `python -m ccviz policies`)"
-        )
+        cls = policy_class(name)
     allowed = {f.name for f in fields(cls)}
     unknown = sorted(set(options) - allowed)
     if unknown:
@@ -88,3 +82,17 @@ def make_policy(name: str | type[Policy], **options: Any) -> Policy:
 
 
 __all__ = ["POLICIES", "Policy", "make_policy", "register_policy"]
+
+
+def policy_class(name: str) -> type[Policy]:
+    """The class of a registered policy or of a bridged scorer (``kvpress:SnapKVPress``); a one-line error otherwise."""
+    if name in POLICIES:
+        return POLICIES[name]
+    if is_scorer_spec(name):
+        return scorer_policy(name)
+    raise CcvizError(f"unknown policy {name!r}: choose one of {', '.join(POLICIES)} (see `python -m ccviz policies`)")
+
+
+def policy_names() -> list[str]:
+    """Every policy a menu offers: ccviz's own, then the installed kvpress scorers that run here."""
+    return [*POLICIES, *press_policies()]

@@ -15,18 +15,21 @@ passes), so ccviz calls ``score`` itself at every refresh, per layer, with what 
   None otherwise, as kvpress passes them under SDPA;
 - ``kwargs``: ``position_embeddings``, the layer's RoPE ``(cos, sin)`` ``[1, rows, head_dim]`` each.
 
-A scorer with an observation window (SnapKV's ``window_size``) keeps that window whole, as kvpress does;
-a cache no longer than the window (the first refreshes of a run) is all window, so every entry scores alike.
+A refresh that evicts nothing (the cache still under J) gives every entry the same score when the scorer
+cannot score so short a cache (SnapKV's window, Compactor's sinks); one that evicts says why it failed.
 
 The scores go to ccviz's one survivor selector like those of its own per-head policies (KVzip, KeyDiff):
 per layer and KV head under a per-layer allocation, else each candidate's max over layers and heads.
-The press's options are the policy's options (``compression_ratio`` aside: J decides how many stay).
+The press's options are the policy's options but ``compression_ratio``: J decides how many stay, and a
+scorer that reads the ratio (StreamingLLM's evicted block, Compactor's blending) gets the one the refresh
+applies to the layer's rows (the candidates over J, over the rows), as kvpress would compress that cache.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib.util
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -45,6 +48,30 @@ PRESS_PACKAGE = "kvpress"
 INSTALL_HINT = "install it with `bash scripts/install.sh --kvpress` (kvpress, without moving transformers)"
 READS_ATTENTIONS = frozenset({"ObservedAttentionPress"})  # its score asserts the weights are given
 NOT_OPTIONS = frozenset({"compression_ratio"})  # J sets how many entries stay
+RUNNABLE = (  # the kvpress scorers that run through the bridge with nothing downloaded (docs/policies.md#kvpress)
+    "KnormPress",
+    "StreamingLLMPress",
+    "TOVAPress",
+    "SnapKVPress",
+    "ObservedAttentionPress",
+    "ExpectedAttentionPress",
+    "KeyDiffPress",
+    "LagKVPress",
+    "LeverageScorePress",
+    "CURPress",
+    "CompactorPress",
+    "NonCausalAttnPress",
+    "CapPress",
+    "RandomPress",
+)
+
+
+def press_policies() -> tuple[str, ...]:
+    """The policy names of :data:`RUNNABLE` when kvpress is installed (found without importing it: its import
+    takes seconds), else none: the menus and ``ccviz policies`` list them after ccviz's own."""
+    if importlib.util.find_spec(PRESS_PACKAGE) is None:
+        return ()
+    return tuple(f"{PRESS_PACKAGE}:{name}" for name in RUNNABLE)
 
 
 def is_scorer_spec(name: str) -> bool:
@@ -117,6 +144,7 @@ class PressBridge(Policy):
     def score_candidates(self, model: torch.nn.Module, candidates: Candidates) -> torch.Tensor:
         cache, press = candidates.cache, self.press()
         views = layer_rows(cache)
+        evicted = 0 if candidates.cache_size is None else max(0, len(candidates) - candidates.cache_size)
         blocks = decoder_layers(model)
         reads = type(press).__name__ in READS_ATTENTIONS or bool(getattr(press, "reads_attentions", False))
         scores = []
@@ -128,17 +156,19 @@ class PressBridge(Policy):
             keys, values = view.keys.to(dtype)[None], view.values.to(dtype)[None]
             cos, sin = rope(model, cache.pos[view.entries.cpu()], keys, layer)
             cos, sin = cos.to(dtype)[None], sin.to(dtype)[None]
-            if keys.shape[2] <= getattr(press, "window_size", 0):  # all of it is the observation window, kept
-                scores.append(view.keys.new_ones(view.keys.shape[:2]))
-                continue
+            if hasattr(press, "compression_ratio"):
+                press.compression_ratio = min(evicted / keys.shape[2], 0.99)
             weights = _causal_weights(module, hidden, keys, cos, sin) if reads else None
             kwargs = {"position_embeddings": (cos, sin)}
             with _rotary_on(module, model, layer):
                 try:
-                    score = press.score(module, hidden, keys, values, weights, kwargs)
+                    score = press.score(module, hidden, keys, values, weights, kwargs)[0].float()  # [kv_heads, rows]
                 except Exception as err:  # a scorer's own assertion (too few rows for its window, ...)
-                    raise CcvizError(f"{self.name} could not score layer {layer}: {type(err).__name__}: {err}") from err
-            scores.append(score[0].float())  # [kv_heads, rows]
+                    if evicted:
+                        why = f"{type(err).__name__}: {err}"
+                        raise CcvizError(f"{self.name} could not score layer {layer}: {why}") from err
+                    score = view.keys.new_ones(view.keys.shape[:2])  # nothing to evict: every entry alike
+            scores.append(score)
         return on_candidates(candidates, views, scores, "max")
 
 

@@ -16,7 +16,7 @@ import streamlit as st
 from ..engine import RunConfig
 from ..errors import CcvizError
 from ..fields import rule_of
-from ..policies import POLICIES, make_policy
+from ..policies import make_policy, policy_class, policy_names
 from ..worker.limits import DEFAULT_MAX_TOKENS, MAX_TOKENS_ENV, max_tokens
 from .keys import EXPECT_KEY, QUESTION_KEY
 from .landing import landed, landing, sample_titled, sample_values, samples
@@ -160,7 +160,7 @@ def policy_input(
     Returns the name and the options that differ from their defaults, so equal configurations share
     one cache entry and labels stay short.
     """
-    names = list(POLICIES)
+    names = policy_names()
     index = names.index(default) if default in names else 0
     policy = st.selectbox(
         label,
@@ -168,9 +168,9 @@ def policy_input(
         index=linked_index(key, names, names[index]),
         key=key,
         persist_state=SESSION,
-        help="Every policy in ccviz's registry.",
+        help="Every policy in ccviz's registry, then the installed kvpress scorers (kvpress:NAME).",
     )
-    st.caption(POLICIES[policy].summary)
+    st.caption(policy_class(policy).summary)
     options = []
     for spec in option_specs(policy):
         value = _option_input(spec, f"{key}.{policy}.{spec.name}")
@@ -185,7 +185,7 @@ def _unit_defaults(policy: str, options: tuple[tuple[str, Any], ...]) -> tuple[s
     try:
         return make_policy(policy, **dict(options)).unit_defaults()
     except CcvizError:
-        return POLICIES[policy].default_granularity, POLICIES[policy].default_left_context
+        return policy_class(policy).default_granularity, policy_class(policy).default_left_context
 
 
 def _setting_control(label: str, key: str, field: str, default: str, extra: tuple[str, ...] = (), **kw: Any) -> str:

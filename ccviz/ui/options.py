@@ -13,7 +13,7 @@ from dataclasses import MISSING, dataclass, fields
 from typing import Any
 
 from ..fields import RULE
-from ..policies import POLICIES
+from ..policies import policy_class
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ def _kind(annotation: Any, default: Any) -> tuple[str, tuple[Any, ...]]:
 
 def option_specs(policy: str) -> list[OptionSpec]:
     """One spec per dataclass field of the registered policy, in declaration order."""
-    cls = POLICIES[policy]
+    cls = policy_class(policy)
     hints = typing.get_type_hints(cls)
     specs = []
     for f in fields(cls):
