@@ -155,3 +155,43 @@ def test_the_docs_say_of_every_installed_press_whether_it_runs_and_the_menus_off
     assert {name for name, line in rows.items() if line.split("|")[2].strip().startswith("runs")} == set(RUNNABLE)
     assert all(issubclass(getattr(kvpress, name), kvpress.ScorerPress) for name in RUNNABLE)
     assert press_policies() == tuple(f"kvpress:{name}" for name in RUNNABLE)
+
+
+# ----- next to ccviz's own versions ----------------------------------------------------------------------------
+# Where the definitions agree the bridge gives ccviz's own policy's result; where they differ, why:
+# - KeyDiff: the same per-head score (tested below); under ``uniform`` ccviz's own averages the heads, the
+#   bridge takes their max, as for every bridged scorer.
+# - StreamingLLM: the same kept set (tested below) once ccviz's 4 sinks, frozen and outside J, are counted
+#   inside the press's budget, as kvpress counts them.
+# - TOVA: kvpress scores each layer by its own newest query's attention, ccviz's own reads the last layer's
+#   only, so the bridge's max over layers ranks otherwise.
+# - SnapKV: kvpress's window is the last ``window_size`` cached rows, kept; ccviz's own observes the queries
+#   of its window as they pass and pools over the candidates and their neighbours.
+# - Expected attention: ccviz's own takes the query statistics of the whole run by default (``history``),
+#   kvpress's of the rows it is given, the cache.
+# - H2O and ObservedAttention: H2O sums the attention of every query the run has made (evicted ones too),
+#   kvpress averages that of the queries in the cache, each layer apart.
+def test_bridged_keydiff_scores_every_layer_and_head_as_ccvizs_own(tiny):
+    pytest.importorskip("kvpress")
+    from ccviz import RunConfig
+    from ccviz.engine import CacheSession
+    from ccviz.policies import KeyDiff
+
+    config = RunConfig(policy="kvpress:KeyDiffPress", cache_size=64, chat=False, frozen=0, allocation="adaptive")
+    session = CacheSession(tiny, config.resolved())
+    session.feed(tiny.tokenizer(PROMPT, add_special_tokens=False)["input_ids"][: J + H], refresh=False)
+    candidates = session.candidates()
+    bridged = session.policy.score_candidates(tiny.model, candidates)
+    ours = KeyDiff().score_candidates(tiny.model, candidates)
+    assert bridged.shape == ours.shape == (J + H, 2, tiny.model.config.num_key_value_heads)
+    torch.testing.assert_close(bridged, ours)
+
+
+def test_bridged_streaming_llm_keeps_ccvizs_own_set_with_the_sinks_inside_the_budget(tiny):
+    pytest.importorskip("kvpress")
+    bridged, _ = _first_eviction(tiny, "kvpress:StreamingLLMPress", {"n_sink": 4})
+    trace = generate(
+        tiny, PROMPT, policy="streaming_llm", cache_size=J - 4, chunk_size=H, chat=False, recent=0, max_new_tokens=1
+    )
+    ours = next(c for c in trace.cycles if len(set(c.candidates)) > J - 4)
+    assert bridged == sorted(ours.kept) == [0, 1, 2, 3, *range(J + H - (J - 4), J + H)]
