@@ -23,7 +23,7 @@ from ccviz.engine.allocation import check_allocation
 from ccviz.engine.config import run_unit
 from ccviz.errors import CcvizError
 from ccviz.fields import Rule, parse_value, rule_of
-from ccviz.policies import POLICIES, Policy, make_policy
+from ccviz.policies import POLICIES, Policy, make_policy, policy_class
 from ccviz.policies.former import former_defaults
 
 ENGINE_KEYS = (
@@ -123,7 +123,7 @@ class PolicySpec:
         leaves results measured before it valid; or, when that default has changed since
         (:mod:`ccviz.policies.former`), away from the value it had then. The question's protocol always counts:
         a meaning recorded without it was measured with the question evictable, before it was a setting."""
-        policy = POLICIES[self.name]
+        policy = policy_class(self.name)
         defaults = {**policy().options(), **former_defaults(self.name)}
         now = {k: v for k, v in self.meaning(asked).items() if k in recorded or defaults.get(k, object()) != v}
         return now == recorded

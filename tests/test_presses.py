@@ -195,3 +195,17 @@ def test_bridged_streaming_llm_keeps_ccvizs_own_set_with_the_sinks_inside_the_bu
     )
     ours = next(c for c in trace.cycles if len(set(c.candidates)) > J - 4)
     assert bridged == sorted(ours.kept) == [0, 1, 2, 3, *range(J + H - (J - 4), J + H)]
+
+
+def test_a_bench_spec_names_a_scorer_by_its_reference_and_keeps_its_options():
+    pytest.importorskip("kvpress")
+    from ccviz_bench.specs import parse_spec
+
+    spec = parse_spec("kvpress:SnapKVPress:window_size=32")
+    assert (spec.name, spec.options, spec.label) == (
+        "kvpress:SnapKVPress",
+        (("window_size", 32),),
+        "kvpress:SnapKVPress:window_size=32",
+    )
+    assert spec.build().options() == {"window_size": 32, "kernel_size": 5}
+    assert spec.means(spec.meaning()) and parse_spec("kvpress:KnormPress").label == "kvpress:KnormPress"
