@@ -206,6 +206,7 @@ def _probe(name: str, probe: Any, settings: object, model_args: dict[str, Any], 
 
 def _publish(out: Path) -> None:
     """Print the markdown tables and (re)draw the SVG charts of whatever ``out`` holds."""
+    from .digest import answers_by_cost
     from .plots import write_plots
     from .progress import current_results, read_tasks
     from .report import report_results
@@ -214,5 +215,9 @@ def _publish(out: Path) -> None:
     results = load_results(out)
     tasks = read_tasks(results)  # summarised once, for the tables and the charts
     print(report_results(results, tasks))
-    for path in write_plots(current_results(results, tasks), out):
+    current = current_results(results, tasks)
+    for path in write_plots(current, out):
         _log(f"chart: {path}")
+    frontier = answers_by_cost(current, out)
+    if frontier is not None:
+        _log(f"chart: {frontier}")

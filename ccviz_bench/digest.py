@@ -16,7 +16,9 @@ from typing import Any
 import pandas as pd
 
 from ccviz.engine.budget import budget_text
+from ccviz.policies.presses import is_scorer_spec
 
+from .frontier import frontier_chart, frontier_points
 from .metrics import sign_test
 from .pairing import paired_protocols, paired_with
 from .plots import PALETTE, line_chart
@@ -133,15 +135,83 @@ def answers_chart(models: list[ModelResults]) -> str:
 
 def side_by_side(svgs: list[str]) -> str:
     """SVG charts in one row, each in its own nested viewport."""
-    widths = [int(svg.split('width="', 1)[1].split('"', 1)[0]) for svg in svgs]
-    heights = [int(svg.split('height="', 1)[1].split('"', 1)[0]) for svg in svgs]
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{sum(widths)}" height="{max(heights, default=0)}">']
-    x = 0
-    for svg, width in zip(svgs, widths):
-        out.append(svg.replace("<svg ", f'<svg x="{x}" ', 1))
-        x += width
+    return in_rows([svgs])
+
+
+def _size(svg: str, name: str) -> int:
+    return int(svg.split(f'{name}="', 1)[1].split('"', 1)[0])
+
+
+def in_rows(rows: list[list[str]]) -> str:
+    """SVG charts in rows, left to right then top to bottom, each in its own nested viewport."""
+    width = max((sum(_size(svg, "width") for svg in row) for row in rows), default=0)
+    heights = [max((_size(svg, "height") for svg in row), default=0) for row in rows]
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{sum(heights)}">']
+    y = 0
+    for row, height in zip(rows, heights):
+        x = 0
+        for svg in row:
+            out.append(svg.replace("<svg ", f'<svg x="{x}" y="{y}" ', 1))
+            x += _size(svg, "width")
+        y += height
     out.append("</svg>")
     return "\n".join(out)
+
+
+def _frontier_specs(model: ModelResults) -> tuple[str, ...]:
+    """The main policies, the paper's forms and every bridged scorer ``model`` has answers for."""
+    measured = [split_protocol(label)[0] for label in evicting(model.under_protocol()).policy.unique()]
+    return (*MAIN, *PAPER, *(spec for spec in measured if is_scorer_spec(parse_spec(spec).name)))
+
+
+def _frontiers(model: ModelResults) -> pd.DataFrame:
+    """``model``'s answers against refresh cost at every budget, for :func:`_frontier_specs` with both measured."""
+    return frontier_points(answer_rates(model, _frontier_specs(model)), model.results.get("efficiency_summary"))
+
+
+def frontiers_chart(models: list[ModelResults]) -> str:
+    """Answers against what a refresh costs, a panel per budget, a row per model, the Pareto frontier drawn."""
+    rows = []
+    for model in models:
+        points = _frontiers(model)
+        if not points.empty:
+            names = {spec: _short(spec) for spec in points.spec.unique()}
+            rows.append(frontier_chart(points, names, f"{model.name}, {model.protocol}"))
+    return in_rows(rows)
+
+
+def answers_by_cost(results: dict[str, Any], directory: Path) -> Path | None:
+    """Write ``answers-by-cost.svg`` (:func:`frontiers_chart`) into a results folder whose retention rows and
+    efficiency summary place at least one policy; return its path, or None when they place none."""
+    model = ModelResults(str(results["meta"].get("retention", {}).get("settings", {}).get("model", "")), "", results)
+    if _frontiers(model).empty:
+        return None
+    path = Path(directory) / "answers-by-cost.svg"
+    path.write_text(frontiers_chart([model]) + "\n", encoding="utf-8")
+    return path
+
+
+def frontier_table(models: list[ModelResults]) -> str:
+    """The specs on each model's frontier at each budget, cheapest first, and what is left off for want of a cost."""
+    parts = []
+    for model in models:
+        points = _frontiers(model)
+        if points.empty:
+            continue
+        line = points[points.frontier].sort_values(["budget", "cost"])
+        frame = pd.DataFrame(
+            {
+                "J": line.budget.map(budget_text),
+                "policy": line.spec.map(_short),
+                "answered": [f"{percent_text(a)} ({round(a * n)} of {n})" for a, n in zip(line.answered, line.cases)],
+                "one refresh / one forward": line.cost.map(ratio_text),
+            }
+        )
+        measured = set(answer_rates(model, _frontier_specs(model)).spec) - {FULL}
+        uncosted = sorted(_short(spec) for spec in measured - set(points.spec))
+        note = f" No refresh cost measured yet, so not placed: {', '.join(uncosted)}." if uncosted else ""
+        parts.append(f"{model.name} ({model.protocol}).{note}\n\n{markdown_table(frame)}")
+    return "\n\n".join(parts)
 
 
 def answers_table(models: list[ModelResults]) -> str:
@@ -378,7 +448,13 @@ def headline(models: list[ModelResults], image: str, results_link: str) -> str:
 
 FOLDERS = {"SmolLM2-135M": "bench/results", "Gemma 3 270M": "bench/results/gemma"}  # the published rows
 CHART = Path("docs") / "images" / "answers-by-budget.svg"
+FRONTIER_CHART = Path("docs") / "images" / "answers-by-cost.svg"
 BLOCK = re.compile(r"(<!-- results (?P<name>[a-z]+): begin -->\n).*?(<!-- results (?P=name): end -->)", re.S)
+
+
+def charts(models: list[ModelResults]) -> dict[Path, str]:
+    """Every generated figure of the reader's pages, by its path in the repository."""
+    return {CHART: answers_chart(models), FRONTIER_CHART: frontiers_chart(models)}
 
 
 def blocks(models: list[ModelResults]) -> dict[str, str]:
@@ -387,6 +463,7 @@ def blocks(models: list[ModelResults]) -> dict[str, str]:
         "answers": answers_table(models),
         "protocol": protocol_table(models),
         "cost": cost_table(models),
+        "frontier": frontier_table(models),
         "predictors": predictors_table(models),
         "claim": claim_table(models),
         "defaults": "\n\n".join(f"**{m.name}.** {defaults_by_answers(m.retention)}" for m in models),

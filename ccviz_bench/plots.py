@@ -40,15 +40,24 @@ def line_chart(
     x_label: str,
     y_label: str,
     log_x: bool = False,
+    x_ticks: list[float] | None = None,
     y_range: tuple[float, float] | None = None,
     colours: dict[str, str] | None = None,
 ) -> str:
     """An SVG line chart: one polyline with markers per named series, legend on the right.
 
+    ``x_ticks``: where the x axis is labelled, widened to the ticks around the data (default: at every x);
     ``y_range`` defaults to 0 .. the largest value (or the data's range if it goes below 0);
     ``colours`` keeps a series' colour the same across charts."""
     points = [p for values in series.values() for p in values if not math.isnan(p[1])]
-    xs = [math.log2(x) if log_x else x for x, _ in points]
+    if x_ticks:
+        data = [x for x, _ in points]
+        below, above = [t for t in x_ticks if t <= min(data)], [t for t in x_ticks if t >= max(data)]
+        x_ticks = [t for t in x_ticks if max(below, default=min(data)) <= t <= min(above, default=max(data))]
+        points_for_range = [(t, 0.0) for t in x_ticks] + points
+    else:
+        points_for_range = points
+    xs = [math.log2(x) if log_x else x for x, _ in points_for_range]
     x_low, x_high = min(xs), max(xs)
     y_low, y_high = y_range or (min(0.0, *(y for _, y in points)), max(y for _, y in points))
     if x_high == x_low:
@@ -75,7 +84,7 @@ def line_chart(
     for y in _ticks(y_low, y_high):
         out.append(f'<line x1="{LEFT}" y1="{sy(y):.1f}" x2="{LEFT + plot_w}" y2="{sy(y):.1f}" stroke="#ddd"/>')
         out.append(f'<text x="{LEFT - 6}" y="{sy(y) + 4:.1f}" text-anchor="end">{y:g}</text>')
-    for x in sorted({x for x, _ in points}):
+    for x in x_ticks or sorted({x for x, _ in points}):
         out.append(f'<text x="{sx(x):.1f}" y="{TOP + plot_h + 19}" text-anchor="middle">{x:g}</text>')  # below y's 0
     out.append(f'<text x="{LEFT + plot_w / 2}" y="{HEIGHT - 8}" text-anchor="middle">{escape(x_label)}</text>')
     out.append(

@@ -82,3 +82,43 @@ def test_the_protocol_table_pairs_each_spec_with_its_evictable_twin_on_complete_
     assert "- TOVA: evicting the question cost it 1 answer at J=25% (+1 / -0 with it kept, p 1; not" in text
     assert "- KVzip: evicting the question changed no count at J=25% (+0 / -0 with it kept, p 1; not" in text
     assert protocol_table([_model(_rows(_evictable(SPREAD)))]) == ""
+
+
+def _slow_frontier(points: pd.DataFrame) -> list[bool]:
+    """A point is on the frontier unless another answers at least as many at no more cost, better in one."""
+    rows = list(zip(points.answered, points.cost))
+    return [
+        not any(a2 >= a and c2 <= c and (a2 > a or c2 < c) for a2, c2 in rows)
+        for a, c in rows
+    ]  # fmt: skip
+
+
+def test_the_frontier_is_the_undominated_points_of_each_budget_and_a_policy_without_a_cost_is_left_out():
+    from ccviz_bench.frontier import frontier_points, on_frontier
+
+    rates = pd.DataFrame(
+        {
+            "spec": ["sliding", "tova", "kvzip", "counter_causal_fast", "keydiff", "sliding", "kvzip", "snapkv"],
+            "budget": [0.25] * 5 + [0.5] * 3,
+            "answered": [0.19, 0.19, 0.43, 0.24, 0.10, 0.48, 0.68, 0.40],
+            "cases": [100] * 8,
+        }
+    )
+    efficiency = pd.DataFrame(
+        {
+            "policy": ["sliding", "tova", "kvzip", "counter_causal_fast", "keydiff"],
+            "refresh_ratio_n1024": [5e-6, 8e-6, 3.05, 0.016, 0.004],
+        }
+    )
+    points = frontier_points(rates, efficiency)
+    assert "snapkv" not in set(points.spec)  # no cost measured: not placed
+    quarter = points[points.budget == 0.25]
+    assert dict(zip(quarter.spec, quarter.frontier)) == {
+        "sliding": True,  # the cheapest
+        "tova": False,  # answers no more than sliding, costs more
+        "kvzip": True,  # answers most
+        "counter_causal_fast": True,
+        "keydiff": False,
+    }
+    for _, group in points.groupby("budget"):
+        assert on_frontier(group).tolist() == _slow_frontier(group)

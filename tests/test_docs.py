@@ -162,15 +162,15 @@ def digest_blocks() -> dict[str, str]:
     return blocks(load_digest(ROOT, FOLDERS))
 
 
-def digest_chart() -> str:
-    from ccviz_bench.digest import FOLDERS, answers_chart, load_digest
+def digest_charts() -> dict[Path, str]:
+    from ccviz_bench.digest import FOLDERS, charts, load_digest
 
-    return answers_chart(load_digest(ROOT, FOLDERS))
+    return charts(load_digest(ROOT, FOLDERS))
 
 
 def test_results_and_headline_are_generated_from_the_rows():
     from ccviz_bench.digest import BLOCK as RESULTS_BLOCK
-    from ccviz_bench.digest import CHART, filled
+    from ccviz_bench.digest import filled
 
     generated = digest_blocks()
     for page in GENERATED_PAGES:
@@ -179,7 +179,8 @@ def test_results_and_headline_are_generated_from_the_rows():
         assert text == filled(text, generated), (
             f"the results in {page.name} are not what the rows give: run `python tests/test_docs.py --write`"
         )
-    assert (ROOT / CHART).read_text(encoding="utf-8") == digest_chart(), f"{CHART} is not drawn from today's rows"
+    for chart, svg in digest_charts().items():
+        assert (ROOT / chart).read_text(encoding="utf-8") == svg, f"{chart} is not drawn from today's rows"
 
 
 def _prose_outside_blocks(text: str) -> str:
@@ -223,13 +224,14 @@ def test_the_readers_pages_are_short_and_the_headline_too():
 
 
 def write_results() -> None:
-    """Rewrite the results page's and the README's generated blocks, and the lead chart, from the rows."""
-    from ccviz_bench.digest import CHART, filled
+    """Rewrite the results page's and the README's generated blocks, and their charts, from the rows."""
+    from ccviz_bench.digest import filled
 
     generated = digest_blocks()
     for page in GENERATED_PAGES:
         page.write_text(filled(page.read_text(encoding="utf-8"), generated), encoding="utf-8")
-    (ROOT / CHART).write_text(digest_chart(), encoding="utf-8")
+    for chart, svg in digest_charts().items():
+        (ROOT / chart).write_text(svg, encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -48,7 +48,8 @@ PRESS_PACKAGE = "kvpress"
 INSTALL_HINT = "install it with `bash scripts/install.sh --kvpress` (kvpress, without moving transformers)"
 READS_ATTENTIONS = frozenset({"ObservedAttentionPress"})  # its score asserts the weights are given
 NOT_OPTIONS = frozenset({"compression_ratio"})  # J sets how many entries stay
-RUNNABLE = (  # the kvpress scorers that run through the bridge with nothing downloaded (docs/policies.md#kvpress)
+# The kvpress scorers that run through the bridge with nothing downloaded (docs/policies.md#kvpresss-scorers).
+RUNNABLE = (
     "KnormPress",
     "StreamingLLMPress",
     "TOVAPress",
