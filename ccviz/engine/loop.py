@@ -18,7 +18,7 @@ from ..models import LoadedModel
 from ..policies import Policy
 from ..prompts import encode_prompt
 from ..trace import Trace
-from .callbacks import GenerationFailed, ProgressCallback, RefreshCallback, StopCheck
+from .callbacks import GenerationFailed, Listeners, ProgressCallback, RefreshCallback, StopCheck
 from .config import RunConfig, settings_names
 from .pins import find_marks
 from .sampling import Sampler, eos_ids
@@ -217,17 +217,8 @@ def generate(
     policy = settings.pop("policy")
     instance = policy if isinstance(policy, Policy) else None
     run = RunConfig.of(policy, **settings)
-    return run_generation(
-        lm,
-        prompt,
-        run,
-        progress=progress,
-        should_stop=should_stop,
-        on_refresh=on_refresh,
-        policy=instance,
-        observers=observers,
-        question=question,
-    )
+    listeners = Listeners(progress, should_stop, on_refresh)
+    return run_generation(lm, prompt, run, policy=instance, observers=observers, question=question, **vars(listeners))
 
 
 def _generate_signature() -> inspect.Signature:
