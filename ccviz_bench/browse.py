@@ -15,10 +15,13 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from .digest import ModelResults, frontier_of
+from .figures import frontier_figure
 from .progress import TaskFiles, read_task
 from .registry import BenchTask, Frames, all_tasks, find_task
 from .reproduce import plain_command, reproduce_command
 from .results import load_results
+from .specs import parse_spec
 from .tables import provenance_line
 
 UNREADABLE = (ValueError, KeyError, TypeError, IndexError, OSError)  # a file being written, or from another version
@@ -45,6 +48,7 @@ class Section(TaskFiles):
     tables: list[str] = field(default_factory=list)  # markdown, as ``python -m ccviz bench report`` prints them
     command: str = ""
     error: str = ""  # why the files could not be read
+    frontier: go.Figure | None = None  # retention: answers against the efficiency task's refresh cost
 
     @property
     def entry(self) -> BenchTask:
@@ -88,7 +92,25 @@ def load_sections(directory: Path) -> list[Section]:
     for section in sections:
         if not section.meta:  # not measured yet: propose the settings, model and threads of the others
             section.command = plain_command(section.task, quick, like, directory)
+    _place_frontier(sections)
     return sections
+
+
+def _place_frontier(sections: list[Section]) -> None:
+    """Give the retention section the answers-against-cost figure when the efficiency section has costs for
+    some of its policies (:mod:`.frontier`)."""
+    by_task = {section.task: section for section in sections}
+    retention, efficiency = by_task.get("retention"), by_task.get("efficiency")
+    if retention is None or efficiency is None or "retention" not in retention.rows:
+        return
+    settings = retention.meta.get("retention", {}).get("settings", {})
+    results = {"retention": retention.rows["retention"], "efficiency_summary": efficiency.summaries.get("efficiency")}
+    model = ModelResults(str(settings.get("model", "")), "", {**results, "meta": retention.meta})
+    points = frontier_of(model)
+    if not points.empty:
+        names = {spec: parse_spec(spec).title for spec in points.spec.unique()}
+        title = f"Answers against the cost of one refresh ({model.protocol})"
+        retention.frontier = frontier_figure(points, names, title)
 
 
 FilesKey = tuple[tuple[str, int, int], ...]  # (name, mtime in ns, size) of each file of a folder

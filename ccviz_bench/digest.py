@@ -164,7 +164,7 @@ def _frontier_specs(model: ModelResults) -> tuple[str, ...]:
     return (*MAIN, *PAPER, *(spec for spec in measured if is_scorer_spec(parse_spec(spec).name)))
 
 
-def _frontiers(model: ModelResults) -> pd.DataFrame:
+def frontier_of(model: ModelResults) -> pd.DataFrame:
     """``model``'s answers against refresh cost at every budget, for :func:`_frontier_specs` with both measured."""
     return frontier_points(answer_rates(model, _frontier_specs(model)), model.results.get("efficiency_summary"))
 
@@ -173,7 +173,7 @@ def frontiers_chart(models: list[ModelResults]) -> str:
     """Answers against what a refresh costs, a panel per budget, a row per model, the Pareto frontier drawn."""
     rows = []
     for model in models:
-        points = _frontiers(model)
+        points = frontier_of(model)
         if not points.empty:
             names = {spec: _short(spec) for spec in points.spec.unique()}
             rows.append(frontier_chart(points, names, f"{model.name}, {model.protocol}"))
@@ -184,7 +184,7 @@ def answers_by_cost(results: dict[str, Any], directory: Path) -> Path | None:
     """Write ``answers-by-cost.svg`` (:func:`frontiers_chart`) into a results folder whose retention rows and
     efficiency summary place at least one policy; return its path, or None when they place none."""
     model = ModelResults(str(results["meta"].get("retention", {}).get("settings", {}).get("model", "")), "", results)
-    if _frontiers(model).empty:
+    if frontier_of(model).empty:
         return None
     path = Path(directory) / "answers-by-cost.svg"
     path.write_text(frontiers_chart([model]) + "\n", encoding="utf-8")
@@ -195,7 +195,7 @@ def frontier_table(models: list[ModelResults]) -> str:
     """The specs on each model's frontier at each budget, cheapest first, and what is left off for want of a cost."""
     parts = []
     for model in models:
-        points = _frontiers(model)
+        points = frontier_of(model)
         if points.empty:
             continue
         line = points[points.frontier].sort_values(["budget", "cost"])

@@ -235,3 +235,51 @@ def refresh_seconds_figure(refresh: pd.DataFrame, exponents: dict[str, float] | 
         xaxis=dict(type="log", dtick=1),
         yaxis=dict(type="log", exponentformat="power"),
     )
+
+
+def frontier_figure(points: pd.DataFrame, names: dict[str, str], title: str) -> go.Figure:
+    """Answers against one refresh's cost (:func:`.frontier.frontier_points`), a panel per budget: each policy a
+    point (hover names it), the Pareto frontier a black line. The cost axis is logarithmic."""
+    from plotly.subplots import make_subplots
+
+    budgets = sorted(points.budget.unique())
+    fig = make_subplots(
+        rows=1, cols=len(budgets), shared_yaxes=True, subplot_titles=[f"J = {100 * b:g}%" for b in budgets]
+    )
+    colours = {spec: MANY_COLOURS[i % len(MANY_COLOURS)] for i, spec in enumerate(dict.fromkeys(points.spec))}
+    for col, budget in enumerate(budgets, start=1):
+        cells = points[points.budget == budget]
+        for spec, cost, answered, cases in zip(cells.spec, cells.cost, cells.answered, cells.cases):
+            fig.add_trace(
+                go.Scatter(
+                    x=[max(cost, 1e-6)],
+                    y=[100 * answered],
+                    mode="markers",
+                    marker=dict(size=10, color=colours[spec]),
+                    name=names[spec],
+                    legendgroup=spec,
+                    showlegend=col == 1,
+                    hovertemplate=f"<b>{names[spec]}</b><br>answered %{{y:.0f}}% of {cases}<br>"
+                    "one refresh: %{x:.3g} forwards<extra></extra>",
+                ),
+                row=1,
+                col=col,
+            )
+        line = cells[cells.frontier].sort_values("cost")
+        fig.add_trace(
+            go.Scatter(
+                x=line.cost.clip(lower=1e-6),
+                y=100 * line.answered,
+                mode="lines",
+                line=dict(color="black", width=1.5),
+                name="Pareto frontier",
+                legendgroup="frontier",
+                showlegend=col == 1,
+                hoverinfo="skip",
+            ),
+            row=1,
+            col=col,
+        )
+        fig.update_xaxes(type="log", title="one refresh, in forwards (log)", row=1, col=col)
+    fig.update_yaxes(title="cases answered (%)", range=[0, 100], row=1, col=1)
+    return legible(fig, title=dict(text=title, x=0.0), height=HEIGHT + 60, legend=dict(title="policy"))

@@ -524,3 +524,16 @@ def test_needle_tab_draws_each_policys_map_and_its_difference_from_the_summary(m
     assert at.selectbox(key="bench.needle.policy").value == "tova"
     assert at.segmented_control(key="bench.needle.measure").value == "survival"
     assert at.selectbox(key="bench.needle.against").value == "sliding"
+
+
+def test_the_published_retention_tab_draws_answers_against_cost_with_each_policy_named_on_hover():
+    from ccviz_bench.browse import cached_sections
+
+    retention = next(s for s in cached_sections(ROOT / "bench" / "results") if s.task == "retention")
+    fig = retention.frontier
+    assert fig is not None
+    points = [trace for trace in fig.data if trace.mode == "markers"]
+    lines = [trace for trace in fig.data if trace.name == "Pareto frontier"]
+    assert points and all(f"<b>{trace.name}</b>" in trace.hovertemplate for trace in points)
+    assert len(lines) == len({trace.xaxis for trace in points})  # one frontier per budget's panel
+    assert fig.layout.xaxis.type == "log"

@@ -155,6 +155,8 @@ def section_view(section: Section, folder: str) -> None:
         needle_maps(section)
     for i, fig in enumerate(section.figures):
         chart(fig, key=f"bench.{section.task}.{i}", stem=f"ccviz-bench-{section.task}-{i + 1}")
+    if section.frontier is not None:  # retention: which policy to use at which cost (the efficiency task's)
+        chart(section.frontier, key=f"bench.{section.task}.frontier", stem=f"ccviz-bench-{section.task}-frontier")
     for table in section.tables:
         st.markdown(table)
     with st.expander("All numbers of the summary"):
