@@ -101,7 +101,7 @@ def _place_frontier(sections: list[Section]) -> None:
     some of its policies (:mod:`.frontier`)."""
     by_task = {section.task: section for section in sections}
     retention, efficiency = by_task.get("retention"), by_task.get("efficiency")
-    if retention is None or efficiency is None or "retention" not in retention.rows:
+    if retention is None or efficiency is None or "budget" not in retention.rows.get("retention", ()):
         return
     settings = retention.meta.get("retention", {}).get("settings", {})
     results = {"retention": retention.rows["retention"], "efficiency_summary": efficiency.summaries.get("efficiency")}

@@ -183,6 +183,9 @@ def frontiers_chart(models: list[ModelResults]) -> str:
 def answers_by_cost(results: dict[str, Any], directory: Path) -> Path | None:
     """Write ``answers-by-cost.svg`` (:func:`frontiers_chart`) into a results folder whose retention rows and
     efficiency summary place at least one policy; return its path, or None when they place none."""
+    rows, costs = results.get("retention"), results.get("efficiency_summary")
+    if rows is None or rows.empty or "budget" not in rows or costs is None or costs.empty:
+        return None
     model = ModelResults(str(results["meta"].get("retention", {}).get("settings", {}).get("model", "")), "", results)
     if frontier_of(model).empty:
         return None

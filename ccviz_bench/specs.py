@@ -134,7 +134,7 @@ def parse_spec(text: str) -> PolicySpec:
     name is its reference, ``module:Class`` (``kvpress:SnapKVPress:window_size=32``)."""
     name, _, rest = text.strip().partition(":")
     head, _, tail = rest.partition(":")
-    if head and "=" not in head:
+    if head and "=" not in head and name not in POLICIES:
         name, rest = f"{name}:{head}", tail
     options = []
     for pair in filter(None, (part.strip() for part in rest.split(","))):
