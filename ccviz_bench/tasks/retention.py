@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from ccviz.cases.documents import make_case
+from ccviz.cases.documents import Case, make_case
+from ccviz.cases.prose import make_prose_case
 from ccviz.cases.spans import Prepared, prepare
-from ccviz.fields import Validated, number, whole
+from ccviz.fields import Validated, choice, number, whole
 from ccviz.models import LoadedModel
 from ccviz.trace import Trace
 
@@ -65,6 +66,12 @@ KEY = ["case", "policy", "budget"]
 EXTENT = ("cases", "accuracy_cases", "budgets")
 
 
+FAMILIES: dict[str, Callable[..., Case]] = {  # the kinds of case (docs/benchmarks.md#two-families-of-cases)
+    "records": make_case,  # generated clinical records, chats and meeting notes: one fact in filler
+    "prose": make_prose_case,  # real prose with the fact and two distractors of its form
+}
+
+
 @dataclass(frozen=True)
 class RetentionSettings(Validated):
     cases: int = whole("cases", 1, default=100)
@@ -77,6 +84,7 @@ class RetentionSettings(Validated):
         "max new tokens", 1, default=24
     )  # the model restates the question before the value: 12 cut answers short
     seed: int = whole("seed", 0, default=0)
+    family: str = choice("family", tuple(FAMILIES), default="records")  # generated records, or real prose
 
     @classmethod
     def quick(cls) -> RetentionSettings:
@@ -98,6 +106,7 @@ class RetentionCell:
     answer: bool
     max_new_tokens: int
     extra: Extra | None = None  # a module-level function: it travels to worker processes by name
+    family: str = "records"
 
     def key(self) -> dict[str, Any]:
         return {"case": self.index, "policy": self.spec.label, "budget": self.budget}
@@ -113,7 +122,7 @@ class RetentionCell:
 def measure_cell(lm: LoadedModel, cell: RetentionCell) -> dict:
     """Run one case under one policy and budget (generating the answer only on answered cases); its result
     row, with ``extra``'s columns."""
-    case = make_case(cell.index, words=cell.words, seed=cell.seed)
+    case = FAMILIES[cell.family](cell.index, words=cell.words, seed=cell.seed)
     prepared = prepare(lm.tokenizer, case.prompt, case.question_start, [case.answer_span])
     probe = ReadingProbe(timestep=len(prepared.tokens.ids))  # what the answer reads of the fact
     new_tokens = cell.max_new_tokens if cell.answer else 1
@@ -163,16 +172,20 @@ def run(
             index < settings.accuracy_cases,
             settings.max_new_tokens,
             extra,
+            settings.family,
         )
         for index in range(settings.cases)
         for spec, budget in runs
     ]
+    recorded = asdict(settings)
+    if settings.family == "records":  # the only family before there were two: folders measured then resume
+        del recorded["family"]
     return run_cells(
         name,
         lm,
         cells,
         specs,
-        asdict(settings),
+        recorded,
         out,
         columns=COLUMNS + list(extra_columns),
         key=KEY,
