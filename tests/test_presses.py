@@ -55,11 +55,12 @@ def _reference_scores(lm, press) -> torch.Tensor:
     model = lm.model
     ids = torch.tensor([lm.tokenizer(PROMPT, add_special_tokens=False)["input_ids"][: J + H]])
     reads = type(press).__name__ == "ObservedAttentionPress"
+    own = model.config._attn_implementation  # ccviz's capturing attention, put back for the other tests
     model.set_attn_implementation("eager")
     try:
         out = model(ids, use_cache=True, output_hidden_states=True, output_attentions=reads)
     finally:
-        model.set_attn_implementation("sdpa")
+        model.set_attn_implementation(own)
     positions = torch.arange(J + H)[None]
     scores = []
     for layer, block in enumerate(model.model.layers):
@@ -122,6 +123,15 @@ class LastKeyCoordinate:
 
     def score(self, module, hidden_states, keys, values, attentions, kwargs):
         return keys[..., self.coordinate]
+
+
+def test_the_reference_forward_gives_the_model_back_as_it_was(tiny):
+    from ccviz.capture import captures_attention, install_hooks
+
+    kvpress = pytest.importorskip("kvpress")
+    install_hooks(tiny.model)
+    _reference_scores(tiny, kvpress.KnormPress())
+    assert captures_attention(tiny.model)
 
 
 def test_a_users_own_scorer_runs_without_kvpress_and_its_options_are_the_policys(tiny):
