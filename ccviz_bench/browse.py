@@ -109,7 +109,7 @@ def _place_frontier(sections: list[Section]) -> None:
     points = frontier_of(model)
     if not points.empty:
         names = {spec: parse_spec(spec).title for spec in points.spec.unique()}
-        title = f"Answers against the cost of one refresh ({model.protocol})"
+        title = f"Answers against refresh cost<br><sup>{model.protocol}</sup>"
         retention.frontier = frontier_figure(points, names, title)
 
 

@@ -280,6 +280,7 @@ def frontier_figure(points: pd.DataFrame, names: dict[str, str], title: str) -> 
             row=1,
             col=col,
         )
-        fig.update_xaxes(type="log", title="one refresh, in forwards (log)", row=1, col=col)
+        middle = col == (len(budgets) + 1) // 2  # one axis title for every panel: three would overlap
+        fig.update_xaxes(type="log", title="refresh cost, in forwards" if middle else None, row=1, col=col)
     fig.update_yaxes(title="cases answered (%)", range=[0, 100], row=1, col=1)
     return legible(fig, title=dict(text=title, x=0.0), height=HEIGHT + 60, legend=dict(title="policy"))
