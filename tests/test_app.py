@@ -429,3 +429,15 @@ def test_compare_page_lists_per_policy_what_the_full_answer_read_that_it_evicted
     tables = [d.value for d in app.dataframe if "rank in the full answer's reads" in d.value]
     expected = [missed_reads(trace, done.results[2]) for trace in done.results[:2]]
     assert [t["t"].tolist() for t in tables] == [[m.position for m in e] for e in expected if e]
+
+
+def test_run_page_offers_kvpress_scorers_and_runs_one_with_its_options(app):
+    pytest.importorskip("kvpress")
+    assert "kvpress:SnapKVPress" in app.selectbox(key="run.policy").options  # after ccviz's own
+    configure_run(app, "kvpress:SnapKVPress", 4)
+    app.run()
+    app.number_input(key="run.policy.kvpress:SnapKVPress.window_size").set_value(4)
+    settle(app.button(key="btn.run").click().run())
+    assert not app.exception and not app.error
+    trace = app.session_state["done.run"].results[0]
+    assert trace.run_config.policy == "kvpress:SnapKVPress" and trace.run_config.options["window_size"] == 4
