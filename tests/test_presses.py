@@ -219,3 +219,22 @@ def test_a_bench_spec_names_a_scorer_by_its_reference_and_keeps_its_options():
     )
     assert spec.build().options() == {"window_size": 32, "kernel_size": 5}
     assert spec.means(spec.meaning()) and parse_spec("kvpress:KnormPress").label == "kvpress:KnormPress"
+
+
+def test_a_trace_of_a_bridged_scorer_reruns_identically_and_explains_a_token(tiny, tmp_path):
+    pytest.importorskip("kvpress")
+    from ccviz import Trace, run_generation
+    from ccviz.explain import explain_token
+
+    trace = generate(
+        tiny, PROMPT, policy="kvpress:SnapKVPress", policy_options={"window_size": 4}, cache_size=J, chunk_size=H,
+        max_new_tokens=4,
+    )  # fmt: skip
+    trace.save(tmp_path / "trace.json")
+    loaded = Trace.load(tmp_path / "trace.json")
+    rerun = run_generation(tiny, PROMPT, loaded.run_config)
+    assert [c.kept for c in rerun.cycles] == [c.kept for c in trace.cycles] and rerun.tokens == trace.tokens
+    cycle = next(c for c in trace.cycles if set(c.candidates) - set(c.kept))
+    evicted = min(set(cycle.candidates) - set(cycle.kept))
+    why = explain_token(tiny, loaded, cycle.index, evicted)
+    assert why.status == "candidate" and why.kept is False and why.matches_trace and why.signal == "press_score"
