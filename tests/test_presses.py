@@ -142,12 +142,24 @@ def test_a_users_own_scorer_runs_without_kvpress_and_its_options_are_the_policys
     assert all(len(set(c.kept) & set(c.candidates)) == min(J, len(c.candidates)) for c in trace.cycles)  # J exactly
 
 
+@dataclasses.dataclass
+class Wrapper:
+    """A press that wraps another, as kvpress's CriticalKVPress does: nothing to build it from options."""
+
+    press: object
+    compression_ratio: float = 0.0
+
+    def score(self, module, hidden_states, keys, values, attentions, kwargs):
+        return self.press.score(module, hidden_states, keys, values, attentions, kwargs)
+
+
 @pytest.mark.parametrize(
     ("name", "message"),
     [
         (f"{__name__}:NoSuchScorer", "no scorer 'NoSuchScorer'"),
         ("no_such_module_here:Scorer", "cannot import the scorer"),
         (f"{__name__}:PROMPT", "is not a scorer"),
+        (f"{__name__}:Wrapper", "its 'press' has no default"),
     ],
 )
 def test_a_name_that_is_no_scorer_fails_in_one_line(name, message):

@@ -90,6 +90,13 @@ def scorer_policy(name: str) -> type[Policy]:
             f"{name!r} is not a scorer: a dataclass with score(module, hidden_states, keys, values, attentions, kwargs)"
         )
     options = [f for f in dataclasses.fields(scorer) if f.init and f.name not in NOT_OPTIONS]
+    required = [f.name for f in options if f.default is f.default_factory is dataclasses.MISSING]
+    if required:  # a wrapper of another press: nothing to build it from here
+        raise CcvizError(f"{name!r} cannot be built from options alone: its {required[0]!r} has no default")
+    try:
+        scorer()  # its own __init__ may still ask for more (CriticalKVPress wraps another press)
+    except Exception as err:
+        raise CcvizError(f"{name!r} cannot be built from options alone: {type(err).__name__}: {err}") from None
     summary = (scorer.__doc__ or "").strip().split("\n")[0].strip() or f"kvpress-style scorer {scorer.__name__}"
     attributes = {
         "name": name,
@@ -109,7 +116,7 @@ def _import_scorer(name: str) -> type:
     try:
         return import_ref(name)
     except ModuleNotFoundError as err:
-        if err.name == PRESS_PACKAGE or name.partition(":")[0] == PRESS_PACKAGE:
+        if err.name == PRESS_PACKAGE:
             raise CcvizError(f"policy {name!r} needs kvpress, which is not installed: {INSTALL_HINT}") from None
         raise CcvizError(f"cannot import the scorer {name!r}: {err}") from None
     except AttributeError:
