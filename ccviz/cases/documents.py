@@ -140,6 +140,21 @@ def _dates(rng: random.Random) -> Iterator[str]:
         day += datetime.timedelta(days=rng.randrange(4, 30))
 
 
+def fact_position(index: int, words: int, position: float | None) -> float:
+    """Case ``index``'s fact position in [0, 1] (given, or spread evenly), once ``words`` and it are checked."""
+    if words < 40:
+        raise CcvizError(f"a document needs at least 40 words, got {words}")
+    position = default_position(index) if position is None else float(position)
+    if not 0.0 <= position <= 1.0:
+        raise CcvizError(f"the fact position must be between 0 and 1, got {position}")
+    return position
+
+
+def occurrences(prompt: str, value: str) -> list[int]:
+    """Where ``value`` stands in ``prompt`` as a whole word, in any case: a fact must stand there once."""
+    return [m.start() for m in re.finditer(rf"(?<!\w){re.escape(value)}(?!\w)", prompt, flags=re.IGNORECASE)]
+
+
 def make_case(
     index: int,
     *,
@@ -159,11 +174,7 @@ def make_case(
     if kind not in FACTS or fact_type not in FACTS[kind]:
         choices = ", ".join(f"{k}/{f}" for k, f in COMBINATIONS)
         raise CcvizError(f"no document kind/fact {kind}/{fact_type}: choose one of {choices}")
-    if words < 40:
-        raise CcvizError(f"a document needs at least 40 words, got {words}")
-    position = default_position(index) if position is None else float(position)
-    if not 0.0 <= position <= 1.0:
-        raise CcvizError(f"the fact position must be between 0 and 1, got {position}")
+    position = fact_position(index, words, position)
     rng = random.Random(f"ccviz-retention:{seed}:{index}:{kind}:{fact_type}")
     speaker, friend = rng.sample(POOLS["speaker"], 2)
     filler = _Filler(rng, rng.choice(_PRONOUNS) | {"speaker": speaker, "friend": friend})
@@ -195,6 +206,6 @@ def make_case(
 
 def _check(prompt: str, value: str, span: tuple[int, int]) -> None:
     """The fact must be stated exactly once: the vocabulary guarantees it, this proves it per case."""
-    hits = [m.start() for m in re.finditer(rf"(?<!\w){re.escape(value)}(?!\w)", prompt, flags=re.IGNORECASE)]
+    hits = occurrences(prompt, value)
     if hits != [span[0]]:
         raise RuntimeError(f"generator bug: {value!r} found at {hits}, expected once at {span[0]}")

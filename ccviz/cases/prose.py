@@ -14,8 +14,7 @@ import random
 import re
 from functools import lru_cache
 
-from ..errors import CcvizError
-from .documents import INSTRUCTION, Case, default_position
+from .documents import INSTRUCTION, Case, fact_position, occurrences
 from .texts import prose_corpus
 from .vocabulary import FACT_VALUES
 
@@ -55,11 +54,7 @@ def _sentences() -> tuple[str, ...]:
 def make_prose_case(index: int, *, words: int = 400, position: float | None = None, seed: int = 0) -> Case:
     """Build prose case ``index``: a window of about ``words`` words of prose with the fact at ``position``
     (default: spread evenly, as the records) and two distractors a third and two thirds further round."""
-    if words < 40:
-        raise CcvizError(f"a document needs at least 40 words, got {words}")
-    position = default_position(index) if position is None else float(position)
-    if not 0.0 <= position <= 1.0:
-        raise CcvizError(f"the fact position must be between 0 and 1, got {position}")
+    position = fact_position(index, words, position)
     rng = random.Random(f"ccviz-prose:{seed}:{index}")
     sentences = _sentences()
     start = rng.randrange(len(sentences))
@@ -81,7 +76,7 @@ def make_prose_case(index: int, *, words: int = 400, position: float | None = No
     question_start = len(prompt) + 2
     prompt += f"\n\nQuestion: {question.format(key=keys[0])} {INSTRUCTION}"
     for value in values:  # the fact and each distractor stated exactly once
-        if len(re.findall(rf"(?<!\w){re.escape(value)}(?!\w)", prompt)) != 1:
+        if len(occurrences(prompt, value)) != 1:
             raise RuntimeError(f"generator bug: {value!r} is not stated exactly once in prose case {index}")
     return Case(
         index,
