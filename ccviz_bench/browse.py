@@ -15,7 +15,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from .digest import ModelResults, frontier_of
+from .digest import ModelResults
 from .figures import frontier_figure
 from .progress import TaskFiles, read_task
 from .registry import BenchTask, Frames, all_tasks, find_task
@@ -106,7 +106,7 @@ def _place_frontier(sections: list[Section]) -> None:
     settings = retention.meta.get("retention", {}).get("settings", {})
     results = {"retention": retention.rows["retention"], "efficiency_summary": efficiency.summaries.get("efficiency")}
     model = ModelResults(str(settings.get("model", "")), "", {**results, "meta": retention.meta})
-    points = frontier_of(model)
+    points = model.frontier
     if not points.empty:
         names = {spec: parse_spec(spec).title for spec in points.spec.unique()}
         title = f"Answers against refresh cost<br><sup>{model.protocol}</sup>"

@@ -79,6 +79,18 @@ class ModelResults:
         """The result label of ``spec`` under this model's protocol."""
         return with_protocol(spec, self.protect)
 
+    @cached_property
+    def frontier_rates(self) -> pd.DataFrame:
+        """:func:`answer_rates` of the main policies, the paper's forms and every bridged scorer measured."""
+        measured = [split_protocol(label)[0] for label in evicting(self.under_protocol()).policy.unique()]
+        return answer_rates(self, (*MAIN, *PAPER, *(s for s in measured if is_scorer_spec(parse_spec(s).name))))
+
+    @cached_property
+    def frontier(self) -> pd.DataFrame:
+        """Answers against refresh cost at every budget (:func:`.frontier.frontier_points`), for the
+        :attr:`frontier_rates` with a cost measured: read once, for the chart and the table alike."""
+        return frontier_points(self.frontier_rates, self.results.get("efficiency_summary"))
+
 
 def load_digest(root: Path, folders: dict[str, str]) -> list[ModelResults]:
     """The models of ``folders`` (name -> result folder relative to ``root``) that have retention rows."""
@@ -158,22 +170,11 @@ def in_rows(rows: list[list[str]]) -> str:
     return "\n".join(out)
 
 
-def _frontier_specs(model: ModelResults) -> tuple[str, ...]:
-    """The main policies, the paper's forms and every bridged scorer ``model`` has answers for."""
-    measured = [split_protocol(label)[0] for label in evicting(model.under_protocol()).policy.unique()]
-    return (*MAIN, *PAPER, *(spec for spec in measured if is_scorer_spec(parse_spec(spec).name)))
-
-
-def frontier_of(model: ModelResults) -> pd.DataFrame:
-    """``model``'s answers against refresh cost at every budget, for :func:`_frontier_specs` with both measured."""
-    return frontier_points(answer_rates(model, _frontier_specs(model)), model.results.get("efficiency_summary"))
-
-
 def frontiers_chart(models: list[ModelResults]) -> str:
     """Answers against what a refresh costs, a panel per budget, a row per model, the Pareto frontier drawn."""
     rows = []
     for model in models:
-        points = frontier_of(model)
+        points = model.frontier
         if not points.empty:
             names = {spec: _short(spec) for spec in points.spec.unique()}
             rows.append(frontier_chart(points, names, f"{model.name}, {model.protocol}"))
@@ -187,7 +188,7 @@ def answers_by_cost(results: dict[str, Any], directory: Path) -> Path | None:
     if rows is None or rows.empty or "budget" not in rows or costs is None or costs.empty:
         return None
     model = ModelResults(str(results["meta"].get("retention", {}).get("settings", {}).get("model", "")), "", results)
-    if frontier_of(model).empty:
+    if model.frontier.empty:
         return None
     path = Path(directory) / "answers-by-cost.svg"
     path.write_text(frontiers_chart([model]) + "\n", encoding="utf-8")
@@ -198,7 +199,7 @@ def frontier_table(models: list[ModelResults]) -> str:
     """The specs on each model's frontier at each budget, cheapest first, and what is left off for want of a cost."""
     parts = []
     for model in models:
-        points = frontier_of(model)
+        points = model.frontier
         if points.empty:
             continue
         line = points[points.frontier].sort_values(["budget", "cost"])
@@ -210,7 +211,7 @@ def frontier_table(models: list[ModelResults]) -> str:
                 "one refresh / one forward": line.cost.map(ratio_text),
             }
         )
-        measured = set(answer_rates(model, _frontier_specs(model)).spec) - {FULL}
+        measured = set(model.frontier_rates.spec) - {FULL}
         uncosted = sorted(_short(spec) for spec in measured - set(points.spec))
         note = f" No refresh cost measured yet, so not placed: {', '.join(uncosted)}." if uncosted else ""
         parts.append(f"{model.name} ({model.protocol}).{note}\n\n{markdown_table(frame)}")

@@ -91,10 +91,10 @@ def _seed_sketches(kvpress, monkeypatch) -> None:
 
 @pytest.mark.parametrize("model", ["tiny", pytest.param("smollm", marks=pytest.mark.slow)])
 @pytest.mark.parametrize(("name", "options"), BRIDGED, ids=[name for name, _ in BRIDGED])
-def test_the_first_refresh_keeps_the_top_j_of_the_scorers_own_score(request, model, name, options):
+def test_the_first_refresh_keeps_the_top_j_of_the_scorers_own_score(request, monkeypatch, model, name, options):
     kvpress = pytest.importorskip("kvpress")
     lm = request.getfixturevalue(model)
-    _seed_sketches(kvpress, request.getfixturevalue("monkeypatch"))
+    _seed_sketches(kvpress, monkeypatch)
     press = getattr(kvpress, name)(compression_ratio=H / (J + H), **options)  # J of the J + H rows stay
     kept, scores = _first_eviction(lm, f"kvpress:{name}", options)
     reference = _reference_scores(lm, press)
