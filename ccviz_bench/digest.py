@@ -61,7 +61,8 @@ class ModelResults:
         """Whether the question-kept-apart rows cover every main policy at every budget the evictable ones do:
         then this model's results are read under the field's protocol, else under the paper's."""
         rows, cases = evicting(self.retention), _cases(self)
-        budgets = rows[rows.policy.map(lambda p: split_protocol(p)[0] in MAIN and not split_protocol(p)[1])].budget
+        evictable = rows.policy.map(lambda p: split_protocol(p)[0] in MAIN and not split_protocol(p)[1]).astype(bool)
+        budgets = rows.loc[evictable, "budget"]
         counts = rows.groupby(["policy", "budget"]).case.nunique()
         return bool(cases) and all(counts.get((p, b), 0) >= cases for p in MAIN for b in set(budgets))
 
@@ -300,6 +301,112 @@ def _question_costs(paired: pd.DataFrame) -> list[str]:
     return sentences
 
 
+FAMILY_REFERENCES = {"sliding": "recency", "kvzip": "KVzip"}  # what each policy faces on both families
+
+
+def families_table(models: list[ModelResults], prose: list[ModelResults]) -> str:
+    """Does the ranking hold on another kind of document: every spec measured on the prose family, its answers on
+    both families at each budget measured there, and each against recency and KVzip on each family (sign test,
+    case x budget pooled over those budgets), naming every finding that holds on one family only."""
+    parts = []
+    records = {model.name: model for model in models}
+    for second in prose:
+        first = records.get(second.name)
+        measured = evicting(second.under_protocol())
+        if first is None or measured.empty:
+            continue
+        if first.protect != second.protect:
+            parts.append(f"{second.name}: its two families are read under different protocols, so not compared yet.")
+            continue
+        order = MAIN + PAPER
+        specs = sorted(
+            dict.fromkeys(split_protocol(label)[0] for label in measured.policy),
+            key=lambda s: order.index(s) if s in order else len(order),
+        )
+        budgets = sorted(set(measured.budget))
+        families = {"records": first, "prose": second}
+        rates = {name: answer_rates(m, tuple(specs)).set_index(["spec", "budget"]) for name, m in families.items()}
+        frame = pd.DataFrame({"policy": [_short(spec) for spec in specs] + ["Full cache (the ceiling)"]})
+        for budget in budgets:
+            for name, rate in rates.items():
+                frame[f"{name}, {budget_text(budget)}"] = [_rate_cell(rate, spec, budget) for spec in specs] + [
+                    _rate_cell(rate, FULL, 1.0)
+                ]
+        pairs = _family_pairs(families, specs, budgets)
+        one_family = [
+            f"- {row['policy']} against {row['against']}: " + "; ".join(f"{row[name]} on {name}" for name in families)
+            for row in pairs
+            if len({row[name] for name in families}) > 1
+        ]
+        holds = (
+            f"Findings on one family only ('holds': more, p < {ALPHA}; 'reversed': fewer; 'not shown': neither):\n\n"
+            + "\n".join(one_family)
+            if one_family
+            else "Every paired finding below holds alike on both families."
+        )
+        table = pd.DataFrame(
+            [
+                {"policy": row["policy"], "against": row["against"]}
+                | {f"on {name}": f"{row[name + ' count']} {row[name]}" for name in families}
+                for row in pairs
+            ]
+        )
+        parts.append(
+            f"{second.name}, {second.protocol}. Answering most: {_family_leaders(rates, budgets)}.\n\n{holds}\n\n"
+            f"{markdown_table(frame)}\n\nEach policy against recency and KVzip on each family, case x budget "
+            f"pooled over {', '.join(budget_text(b) for b in budgets)}:\n\n{markdown_table(table)}"
+        )
+    return "\n\n".join(parts)
+
+
+def _family_pairs(families: dict[str, ModelResults], specs: list[str], budgets: list[float]) -> list[dict[str, str]]:
+    """Each spec against each of :data:`FAMILY_REFERENCES` on every family, case x budget pooled over ``budgets``:
+    per family its verdict (``NAME``) and sign test (``NAME count``); a pair left out where a family lacks it,
+    and the two references paired once."""
+    paired = {}
+    for name, model in families.items():
+        rows = model.under_protocol()
+        rows = rows[rows.budget.isin(budgets)]
+        for reference in FAMILY_REFERENCES:
+            for row in paired_with(rows, reference, case=("case", "budget"), by=()).itertuples(index=False):
+                paired[(name, reference, split_protocol(row.policy)[0])] = row
+    out = []
+    for position, (reference, named) in enumerate(FAMILY_REFERENCES.items()):
+        for spec in specs:
+            cells = {name: paired.get((name, reference, spec)) for name in families}
+            if spec in tuple(FAMILY_REFERENCES)[: position + 1] or any(cell is None for cell in cells.values()):
+                continue
+            out.append(
+                {"policy": _short(spec), "against": named}
+                | {name: _verdict(cell) for name, cell in cells.items()}
+                | {f"{name} count": sign_cell(cell) for name, cell in cells.items()}
+            )
+    return out
+
+
+def _family_leaders(rates: dict[str, pd.DataFrame], budgets: list[float]) -> str:
+    """Which spec answers most at each budget on each family (:func:`answer_rates` indexed by spec and budget)."""
+    sentences = []
+    for budget in budgets:
+        leaders = []
+        for name, rate in rates.items():
+            at = rate[rate.index.get_level_values("budget") == budget].droplevel("budget").drop(FULL, errors="ignore")
+            best = at.answered.max() if not at.empty else 0
+            who = " and ".join(_short(s) for s in at.index[at.answered == best]) if best else "none"
+            leaders.append(f"{who} on {name}")
+        sentences.append(f"at {budget_text(budget)}, " + ", ".join(leaders))
+    return "; ".join(sentences)
+
+
+def _rate_cell(rates: pd.DataFrame, spec: str, budget: float) -> str:
+    """One spec's answers at one budget, from :func:`answer_rates` indexed by spec and budget; with its count of
+    cases when fewer than the most measured, '-' when none."""
+    if (spec, budget) not in rates.index:
+        return "-"
+    cell = rates.loc[(spec, budget)]
+    return percent_text(cell.answered) + (f" (n={int(cell.cases)})" if cell.cases < rates.cases.max() else "")
+
+
 def cost_table(models: list[ModelResults]) -> str:
     """What each policy costs: one refresh in multiples of one forward over the same cache, and a whole run
     end to end against the full cache's, from the efficiency task."""
@@ -451,6 +558,10 @@ def headline(models: list[ModelResults], image: str, results_link: str) -> str:
 
 
 FOLDERS = {"SmolLM2-135M": "bench/results", "Gemma 3 270M": "bench/results/gemma"}  # the published rows
+PROSE_FOLDERS = {  # the second family of retention cases (real prose), by model
+    "SmolLM2-135M": "bench/results/prose",
+    "Gemma 3 270M": "bench/results/gemma/prose",
+}
 CHART = Path("docs") / "images" / "answers-by-budget.svg"
 FRONTIER_CHART = Path("docs") / "images" / "answers-by-cost.svg"
 BLOCK = re.compile(r"(<!-- results (?P<name>[a-z]+): begin -->\n).*?(<!-- results (?P=name): end -->)", re.S)
@@ -461,8 +572,10 @@ def charts(models: list[ModelResults]) -> dict[Path, str]:
     return {CHART: answers_chart(models), FRONTIER_CHART: frontiers_chart(models)}
 
 
-def blocks(models: list[ModelResults]) -> dict[str, str]:
-    """Every generated block by the name its markers carry: the results page's tables and the README's headline."""
+def blocks(models: list[ModelResults], prose: list[ModelResults] | None = None) -> dict[str, str]:
+    """Every generated block by the name its markers carry: the results page's tables and the README's headline;
+    ``prose``: the same models' rows on the second family of cases, where measured."""
+    prose = prose or []
     return {
         "answers": answers_table(models),
         "protocol": protocol_table(models),
@@ -470,7 +583,11 @@ def blocks(models: list[ModelResults]) -> dict[str, str]:
         "frontier": frontier_table(models),
         "predictors": predictors_table(models),
         "claim": claim_table(models),
-        "defaults": "\n\n".join(f"**{m.name}.** {defaults_by_answers(m.retention)}" for m in models),
+        "families": families_table(models, prose),
+        "defaults": "\n\n".join(
+            [f"**{m.name}.** {defaults_by_answers(m.retention)}" for m in models]
+            + [f"**{m.name}, prose family.** {text}" for m in prose if (text := defaults_by_answers(m.retention))]
+        ),
         "headline": headline(models, CHART.as_posix(), "docs/results.md"),
     }
 

@@ -32,4 +32,4 @@ def report_results(results: dict[str, Any], tasks: dict[str, TaskFiles] | None =
             partial = f"Partial run, still to measure: {'; '.join(found.incomplete)}.\n\n" * bool(found.incomplete)
             body = entry.tables(Frames(found.summaries, found.rows))
             sections.append(f"### {entry.title}\n\n{provenance}\n\n{partial}{body}")
-    return "\n\n".join(sections) if sections else "no results yet"
+    return "\n\n".join(sections) if sections else "no evicting policy measured yet"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ccviz_bench.digest import MAIN, ModelResults, answers_table, claim_frame, headline, protocol_table
+from ccviz_bench.digest import MAIN, ModelResults, answers_table, claim_frame, families_table, headline, protocol_table
 
 CASES = 20
 
@@ -122,3 +122,20 @@ def test_the_frontier_is_the_undominated_points_of_each_budget_and_a_policy_with
     }
     for _, group in points.groupby("budget"):
         assert on_frontier(group).tolist() == _slow_frontier(group)
+
+
+def test_each_family_is_tabled_side_by_side_and_a_finding_on_one_family_only_is_named():
+    records = _model(_rows(SPREAD))
+    prose_answers = {"sliding": list(range(10)), "kvzip": list(range(3)), "counter_causal_fast": list(range(9))}
+    prose = ModelResults("Tiny", "elsewhere", {"retention": _rows(prose_answers), "meta": {}})
+    text = families_table([records], [prose])
+    assert text.startswith("Tiny, question kept apart (the field's protocol). Answering most: at J=25%, KVzip on ")
+    assert "records, Sliding window on prose." in text
+    # by clause: +9 / -0 against recency on records (p 0.004), +0 / -1 on prose; KVzip answers 12 / 3.
+    assert "| Counter-causal surprise (fast) · by clause | 45% | 45% |" in text
+    assert "| Full cache (the ceiling) | 100% | 100% |" in text
+    assert "- Counter-causal surprise (fast) · by clause against recency: holds on records; not shown on prose" in text
+    assert "- KVzip against recency: holds on records; reversed on prose" in text  # +12 / -0, then +0 / -7
+    assert "Sliding window | KVzip" not in text  # the two references are paired once
+    assert "Expected attention" not in text  # measured on records only: not a row of the comparison
+    assert families_table([records], []) == ""

@@ -157,9 +157,9 @@ def write_reports() -> None:
 
 
 def digest_blocks() -> dict[str, str]:
-    from ccviz_bench.digest import FOLDERS, blocks, load_digest
+    from ccviz_bench.digest import FOLDERS, PROSE_FOLDERS, blocks, load_digest
 
-    return blocks(load_digest(ROOT, FOLDERS))
+    return blocks(load_digest(ROOT, FOLDERS), load_digest(ROOT, PROSE_FOLDERS))
 
 
 def digest_charts() -> dict[Path, str]:

@@ -46,19 +46,24 @@ def retention_tables(summary: pd.DataFrame, rows: pd.DataFrame | None = None) ->
     return "\n\n".join([tables, *filter(None, extras)])
 
 
+REFERENCES = ("sliding", "kvzip")  # what every policy is paired against: recency, and the policy that answers most
+
+
 def retention_pairing(rows: pd.DataFrame) -> str:
-    """Paired sign tests on answers: every policy against the recency window (per budget, and over case x
-    budget pooled), and each variant against its policy's default; empty when neither can be paired."""
+    """Paired sign tests on answers: every policy against each of the :data:`REFERENCES` (per budget, and over
+    case x budget pooled), and each variant against its policy's default; empty when none can be paired."""
     parts, asked = [], protocol_text(rows.policy)
-    against = paired_with(rows)
-    if not against.empty:
+    for reference in REFERENCES:
+        against = paired_with(rows, reference)
         against = against[against.policy != against.default]
-        pooled = paired_with(rows, case=("case", "budget"), by=()).set_index("policy")
+        if against.empty:
+            continue
+        pooled = paired_with(rows, reference, case=("case", "budget"), by=()).set_index("policy")
         table = pivot(against, sign_cell, lambda b: f"J={b:.0%}")
-        table["pooled"] = table["policy"].map(lambda label: sign_cell(pooled.loc[label]))
+        table["pooled"] = [sign_cell(pooled.loc[label]) for label in table["policy"]]
         parts.append(
-            "Answers against `sliding` under the same protocol on the same cases: answered where it did not / "
-            f"not where it did (exact sign test; pooled: case x budget), {asked}:\n\n{markdown_table(table)}"
+            f"Answers against `{reference}` under the same protocol on the same cases: answered where it did not"
+            f" / not where it did (exact sign test; pooled: case x budget), {asked}:\n\n{markdown_table(table)}"
         )
     paired = paired_with_defaults(rows, measure="answered")
     variants = paired[(paired.policy != paired.default) & (paired.cases > 0)]
