@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pandas as pd
@@ -346,7 +347,7 @@ def families_table(models: list[ModelResults], prose: list[ModelResults]) -> str
         )
         table = pd.DataFrame(
             [
-                {"policy": row["policy"], "against": row["against"]}
+                {"policy": row["policy"], "against": row["against"], "pooled over": row["budgets"]}
                 | {f"on {name}": f"{row[name + ' count']} {row[name]}" for name in families}
                 for row in pairs
             ]
@@ -354,32 +355,38 @@ def families_table(models: list[ModelResults], prose: list[ModelResults]) -> str
         parts.append(
             f"{second.name}, {second.protocol}. Answering most: {_family_leaders(rates, budgets)}.\n\n{holds}\n\n"
             f"{markdown_table(frame)}\n\nEach policy against recency and KVzip on each family, case x budget "
-            f"pooled over {', '.join(budget_text(b) for b in budgets)}:\n\n{markdown_table(table)}"
+            f"pooled over the budgets both families have measured:\n\n{markdown_table(table)}"
         )
     return "\n\n".join(parts)
 
 
 def _family_pairs(families: dict[str, ModelResults], specs: list[str], budgets: list[float]) -> list[dict[str, str]]:
-    """Each spec against each of :data:`FAMILY_REFERENCES` on every family, case x budget pooled over ``budgets``:
-    per family its verdict (``NAME``) and sign test (``NAME count``); a pair left out where a family lacks it,
-    and the two references paired once."""
+    """Each spec against each of :data:`FAMILY_REFERENCES` on every family, case x budget pooled over the
+    ``budgets`` where every family has the pair (``budgets``): per family its verdict (``NAME``) and sign test
+    (``NAME count``); a pair no family has at a common budget is left out, and the two references paired once."""
     paired = {}
     for name, model in families.items():
         rows = model.under_protocol()
-        rows = rows[rows.budget.isin(budgets)]
         for reference in FAMILY_REFERENCES:
-            for row in paired_with(rows, reference, case=("case", "budget"), by=()).itertuples(index=False):
-                paired[(name, reference, split_protocol(row.policy)[0])] = row
+            for cell in paired_with(rows, reference).itertuples(index=False):
+                if cell.budget in budgets:
+                    paired[(name, cell.default, split_protocol(cell.policy)[0], cell.budget)] = cell
     out = []
     for position, (reference, named) in enumerate(FAMILY_REFERENCES.items()):
+        label = with_protocol(reference, next(iter(families.values())).protect)
         for spec in specs:
-            cells = {name: paired.get((name, reference, spec)) for name in families}
-            if spec in tuple(FAMILY_REFERENCES)[: position + 1] or any(cell is None for cell in cells.values()):
+            common = [b for b in budgets if all((name, label, spec, b) in paired for name in families)]
+            if spec in tuple(FAMILY_REFERENCES)[: position + 1] or not common:
                 continue
+            pooled = {}
+            for name in families:
+                wins = sum(paired[(name, label, spec, b)].wins for b in common)
+                losses = sum(paired[(name, label, spec, b)].losses for b in common)
+                pooled[name] = SimpleNamespace(wins=wins, losses=losses, p=sign_test(wins, losses))
             out.append(
-                {"policy": _short(spec), "against": named}
-                | {name: _verdict(cell) for name, cell in cells.items()}
-                | {f"{name} count": sign_cell(cell) for name, cell in cells.items()}
+                {"policy": _short(spec), "against": named, "budgets": ", ".join(budget_text(b) for b in common)}
+                | {name: _verdict(cell) for name, cell in pooled.items()}
+                | {f"{name} count": sign_cell(cell) for name, cell in pooled.items()}
             )
     return out
 

@@ -250,6 +250,8 @@ def test_a_variant_replaces_its_default_only_by_answering_more_pooled_and_fewer_
     text = retention_pairing(rows)
     assert f"| {titled(good)} | {base} | 4 | +9 / -0 (p 0.0039) | meets the rule |" in text
     assert f"| {titled(bad)} | {base} | 4 | +16 / -6 (p 0.052) | answers fewer at J=75% |" in text
+    assert f"Meets the rule: `{good}` (replacing `{base}`)." in text
+    assert "No variant meets the rule: every default stands" in retention_pairing(rows[rows.policy != good])
 
 
 def test_ruler_variants_are_paired_by_the_share_of_required_tokens_kept_per_task_and_budget():

@@ -139,3 +139,14 @@ def test_each_family_is_tabled_side_by_side_and_a_finding_on_one_family_only_is_
     assert "Sliding window | KVzip" not in text  # the two references are paired once
     assert "Expected attention" not in text  # measured on records only: not a row of the comparison
     assert families_table([records], []) == ""
+
+
+def test_a_pair_is_pooled_only_over_the_budgets_both_families_measured():
+    records = _model(_rows({"sliding": [], "kvzip": list(range(12))}, budgets=(0.25, 0.5)))
+    prose_rows = pd.concat(
+        [_rows({"sliding": [], "kvzip": list(range(6))}), _rows({"sliding": []}, budgets=(0.5,))]
+    ).drop_duplicates(["case", "policy", "budget"])
+    text = families_table([records], [ModelResults("Tiny", "elsewhere", {"retention": prose_rows, "meta": {}})])
+    # KVzip on prose at J=25% only: records pooled over J=25% alone (+12 / -0), not both budgets (+24 / -0)
+    assert "| KVzip | recency | J=25% | +12 / -0 (p 0.00049) holds | +6 / -0 (p 0.031) holds |" in text
+    assert "| KVzip | 60% | 30% | 60% | - |" in text

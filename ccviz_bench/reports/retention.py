@@ -113,7 +113,14 @@ def defaults_by_answers(rows: pd.DataFrame) -> str:
             "verdict": [verdict(r) for r in decided.itertuples(index=False)],
         }
     )
+    winners = decided[decided.replaces_default]
+    verdict_line = (
+        "Meets the rule: " + "; ".join(f"`{r.policy}` (replacing `{r.default}`)" for r in winners.itertuples()) + "."
+        if not winners.empty
+        else "No variant meets the rule: every default stands on these rows."
+    )
     return (
+        f"{verdict_line} "
         "Defaults by answers: a variant meets the rule for replacing its policy's default when it answers "
         "significantly more over case x budget pooled (sign test, p < 0.05), significantly fewer at no budget, "
         f"and was measured on every case and budget its default was; {protocol_text(rows.policy)}:\n\n"
