@@ -355,21 +355,21 @@ def families_table(models: list[ModelResults], prose: list[ModelResults]) -> str
         parts.append(
             f"{second.name}, {second.protocol}. Answering most: {_family_leaders(rates, budgets)}.\n\n{holds}\n\n"
             f"{markdown_table(frame)}\n\nEach policy against recency and KVzip on each family, case x budget "
-            f"pooled over the budgets both families have measured:\n\n{markdown_table(table)}"
+            f"pooled over the budgets both families have measured on every case:\n\n{markdown_table(table)}"
         )
     return "\n\n".join(parts)
 
 
 def _family_pairs(families: dict[str, ModelResults], specs: list[str], budgets: list[float]) -> list[dict[str, str]]:
     """Each spec against each of :data:`FAMILY_REFERENCES` on every family, case x budget pooled over the
-    ``budgets`` where every family has the pair (``budgets``): per family its verdict (``NAME``) and sign test
-    (``NAME count``); a pair no family has at a common budget is left out, and the two references paired once."""
+    ``budgets`` where every family has the pair on all its cases (``budgets``): per family its verdict (``NAME``)
+    and sign test (``NAME count``); a pair with no such budget is left out, and the two references paired once."""
     paired = {}
     for name, model in families.items():
-        rows = model.under_protocol()
+        rows, cases = model.under_protocol(), _cases(model)
         for reference in FAMILY_REFERENCES:
             for cell in paired_with(rows, reference).itertuples(index=False):
-                if cell.budget in budgets:
+                if cell.budget in budgets and cell.cases >= cases:  # a budget still being measured waits
                     paired[(name, cell.default, split_protocol(cell.policy)[0], cell.budget)] = cell
     out = []
     for position, (reference, named) in enumerate(FAMILY_REFERENCES.items()):

@@ -150,3 +150,12 @@ def test_a_pair_is_pooled_only_over_the_budgets_both_families_measured():
     # KVzip on prose at J=25% only: records pooled over J=25% alone (+12 / -0), not both budgets (+24 / -0)
     assert "| KVzip | recency | J=25% | +12 / -0 (p 0.00049) holds | +6 / -0 (p 0.031) holds |" in text
     assert "| KVzip | 60% | 30% | 60% | - |" in text
+
+
+def test_a_budget_measured_on_some_cases_only_is_not_pooled():
+    records = _model(_rows({"sliding": [], "kvzip": list(range(12))}, budgets=(0.25, 0.5)))
+    partial = _rows({"sliding": [], "kvzip": list(range(6))}, budgets=(0.25, 0.5))
+    partial = partial[~((partial.policy == "kvzip") & (partial.budget == 0.5) & (partial.case >= 5))]
+    text = families_table([records], [ModelResults("Tiny", "elsewhere", {"retention": partial, "meta": {}})])
+    assert "| KVzip | recency | J=25% | +12 / -0 (p 0.00049) holds | +6 / -0 (p 0.031) holds |" in text
+    assert "| KVzip | 60% | 30% | 60% | 100% (n=5) |" in text
