@@ -70,7 +70,7 @@ def provenance_line(meta: dict[str, Any]) -> str:
     where it was recorded, as a file resumed on another machine must not claim one machine for all its rows."""
     first, last = meta.get("started", meta["date"])[:10], meta["date"][:10]
     dates = last if first == last else f"{first} to {last}"
-    runs = meta.get("runs") or [{"commit": meta["commit"], "dirty": meta.get("dirty"), "rows": None}]
+    runs = _merged(meta.get("runs") or [{"commit": meta["commit"], "dirty": meta.get("dirty"), "rows": None}])
     machines = [run.get("machine") for run in runs]
     recorded = list(dict.fromkeys(filter(None, machines)))
     one_machine = len(recorded) <= 1 and (all(machines) or not recorded)
@@ -79,7 +79,11 @@ def provenance_line(meta: dict[str, Any]) -> str:
         + (" and earlier commits" if run.get("earlier") else "")
         + (" + uncommitted changes" if run.get("dirty") else "")
         + parenthesised(
-            ([] if run["rows"] is None else [f"{run['rows']} rows"])
+            (
+                []
+                if run["rows"] is None
+                else [f"{run['rows']} rows" + (f" in {run['count']} runs" if run["count"] > 1 else "")]
+            )
             + ([] if one_machine or not run.get("machine") else [run["machine"]])
         )
         for run in runs
@@ -100,6 +104,25 @@ def provenance_line(meta: dict[str, Any]) -> str:
         + ", ".join(f"{k}={v}" for k, v in meta["settings"].items() if k != "model")
         + "._"
     )
+
+
+def _merged(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Consecutive runs at one commit, state and machine as one (``count`` runs, their rows summed): a file
+    resumed step by step names its commit once."""
+    same = ("commit", "dirty", "earlier", "machine")
+    merged: list[dict[str, Any]] = []
+    for run in runs:
+        last = merged[-1] if merged else None
+        if (
+            last
+            and last["rows"] is not None
+            and run["rows"] is not None
+            and all(last.get(k) == run.get(k) for k in same)
+        ):
+            last.update(rows=last["rows"] + run["rows"], count=last["count"] + 1)
+        else:
+            merged.append({**run, "count": 1})
+    return merged
 
 
 def parenthesised(parts: list[str]) -> str:

@@ -201,3 +201,10 @@ def test_one_budget_rule_labels_every_budget():
     assert budget_text(0.25) == "J=25%" and budget_text(512.0) == "J=512"
     assert budget_text(0.1, "{:.0%} of the document", "{:d} tokens") == "10% of the document"
     assert budget_text(1024, "{:.0%} of the document", "{:d} tokens") == "1024 tokens"
+
+
+def test_consecutive_runs_at_one_commit_are_named_once(tmp_path, monkeypatch):
+    for value, commit in enumerate(("aaa0001", "aaa0001", "aaa0001", "bbb0002")):
+        _run_table(monkeypatch, tmp_path, commit, "CPU A").add({"case": value, "policy": "tova", "value": value})
+    line = provenance_line(json.loads((tmp_path / "runs.json").read_text()))
+    assert "runs at commits `aaa0001` (3 rows in 3 runs), `bbb0002` (1 rows), on CPU A, " in line
