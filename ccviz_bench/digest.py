@@ -335,9 +335,10 @@ def families_table(models: list[ModelResults], prose: list[ModelResults]) -> str
                 ]
         pairs = _family_pairs(families, specs, budgets)
         one_family = [
-            f"- {row['policy']} against {row['against']}: " + "; ".join(f"{row[name]} on {name}" for name in families)
+            f"- {row['policy']} against {row['against']}: "
+            + "; ".join(f"{_verdict(cell)} on {name}" for name, cell in row["cells"].items())
             for row in pairs
-            if len({row[name] for name in families}) > 1
+            if len({_verdict(cell) for cell in row["cells"].values()}) > 1
         ]
         holds = (
             f"Findings on one family only ('holds': more, p < {ALPHA}; 'reversed': fewer; 'not shown': neither):\n\n"
@@ -348,7 +349,7 @@ def families_table(models: list[ModelResults], prose: list[ModelResults]) -> str
         table = pd.DataFrame(
             [
                 {"policy": row["policy"], "against": row["against"], "pooled over": row["budgets"]}
-                | {f"on {name}": f"{row[name + ' count']} {row[name]}" for name in families}
+                | {f"on {name}": f"{sign_cell(cell)} {_verdict(cell)}" for name, cell in row["cells"].items()}
                 for row in pairs
             ]
         )
@@ -360,34 +361,31 @@ def families_table(models: list[ModelResults], prose: list[ModelResults]) -> str
     return "\n\n".join(parts)
 
 
-def _family_pairs(families: dict[str, ModelResults], specs: list[str], budgets: list[float]) -> list[dict[str, str]]:
+def _family_pairs(families: dict[str, ModelResults], specs: list[str], budgets: list[float]) -> list[dict[str, Any]]:
     """Each spec against each of :data:`FAMILY_REFERENCES` on every family, case x budget pooled over the
-    ``budgets`` where every family has the pair on all its cases (``budgets``): per family its verdict (``NAME``)
-    and sign test (``NAME count``); a pair with no such budget is left out, and the two references paired once."""
+    ``budgets`` where every family has the pair on all its cases (``budgets``, as text): ``cells`` holds each
+    family's wins, losses and sign test; a pair with no such budget is left out, and the two references paired
+    once."""
     paired = {}
     for name, model in families.items():
         rows, cases = model.under_protocol(), _cases(model)
         for reference in FAMILY_REFERENCES:
             for cell in paired_with(rows, reference).itertuples(index=False):
                 if cell.budget in budgets and cell.cases >= cases:  # a budget still being measured waits
-                    paired[(name, cell.default, split_protocol(cell.policy)[0], cell.budget)] = cell
+                    paired[(name, reference, split_protocol(cell.policy)[0], cell.budget)] = cell
     out = []
     for position, (reference, named) in enumerate(FAMILY_REFERENCES.items()):
-        label = with_protocol(reference, next(iter(families.values())).protect)
         for spec in specs:
-            common = [b for b in budgets if all((name, label, spec, b) in paired for name in families)]
+            common = [b for b in budgets if all((name, reference, spec, b) in paired for name in families)]
             if spec in tuple(FAMILY_REFERENCES)[: position + 1] or not common:
                 continue
-            pooled = {}
+            cells = {}
             for name in families:
-                wins = sum(paired[(name, label, spec, b)].wins for b in common)
-                losses = sum(paired[(name, label, spec, b)].losses for b in common)
-                pooled[name] = SimpleNamespace(wins=wins, losses=losses, p=sign_test(wins, losses))
-            out.append(
-                {"policy": _short(spec), "against": named, "budgets": ", ".join(budget_text(b) for b in common)}
-                | {name: _verdict(cell) for name, cell in pooled.items()}
-                | {f"{name} count": sign_cell(cell) for name, cell in pooled.items()}
-            )
+                wins = sum(paired[(name, reference, spec, b)].wins for b in common)
+                losses = sum(paired[(name, reference, spec, b)].losses for b in common)
+                cells[name] = SimpleNamespace(wins=wins, losses=losses, p=sign_test(wins, losses))
+            budgets_text = ", ".join(budget_text(b) for b in common)
+            out.append({"policy": _short(spec), "against": named, "budgets": budgets_text, "cells": cells})
     return out
 
 
